@@ -1,0 +1,33 @@
+"""kcache: a persistent, cluster-wide cache for torch.compile's regional kernels.
+
+    import kcache
+    model = kcache.compile_regions(model, mode="default")   # drop-in for accelerate's
+
+`import kcache` is cheap: it never imports torch. The compile integration
+(compile_regions, compile, find_regions) loads torch on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "compile_regions": "kcache.api",
+    "compile": "kcache.api",
+    "configure": "kcache.api",
+    "stats": "kcache.api",
+    "find_regions": "kcache.regions",
+    "region_report": "kcache.regions",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kcache' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -1,0 +1,253 @@
+"""The one place where kcache touches PyTorch's private compiler APIs.
+
+PyTorch's compiler internals change between releases. Everything kcache
+needs from them goes through this module, which is pinned to the torch
+version it was written and tested against (TESTED_TORCH). On any other
+version `check_torch()` raises, naming what drifted, unless
+KCACHE_ALLOW_UNTESTED_TORCH=1; tests/python/test_torch_adaptor.py fails
+loudly when an attribute used here disappears.
+
+What it provides:
+- a fresh Mega-Cache recording around one region's compile
+  (CacheArtifactManager.with_fresh_cache) and its serialized bytes;
+- a recorder of the compiled C++ binaries (.so) the region's code loads:
+  on CPU an FX-graph cache entry holds Python source only, and without its
+  .so files a fresh process would run the host compiler again;
+- restore: Mega-Cache bytes into PyTorch's caches, binaries into the
+  Inductor cache directory where PyTorch looks for them;
+- Inductor's compile entry point with mode / options applied;
+- PyTorch's own counters, which tests use to prove hits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+TESTED_TORCH = "2.13.0"
+
+
+class TorchDrift(RuntimeError):
+    """PyTorch no longer has what this adaptor relies on."""
+
+
+def torch_version() -> str:
+    return torch.__version__.split("+")[0]
+
+
+def check_torch() -> None:
+    if torch_version() != TESTED_TORCH and os.environ.get("KCACHE_ALLOW_UNTESTED_TORCH") != "1":
+        raise TorchDrift(
+            f"kcache's PyTorch adaptor is tested with torch {TESTED_TORCH}, found "
+            f"{torch.__version__}; set KCACHE_ALLOW_UNTESTED_TORCH=1 to try anyway"
+        )
+    missing = [name for name, ok in _required().items() if not ok]
+    if missing:
+        raise TorchDrift("PyTorch internals kcache needs are missing: " + ", ".join(missing))
+
+
+def _required() -> dict[str, bool]:
+    from torch._inductor import codecache
+    from torch.compiler import _cache
+
+    return {
+        "torch.compiler._cache.CacheArtifactManager.with_fresh_cache": hasattr(
+            getattr(_cache, "CacheArtifactManager", None), "with_fresh_cache"
+        ),
+        "torch.compiler.save_cache_artifacts": hasattr(torch.compiler, "save_cache_artifacts"),
+        "torch.compiler.load_cache_artifacts": hasattr(torch.compiler, "load_cache_artifacts"),
+        "torch._inductor.codecache.CppCodeCache._load_library": hasattr(
+            codecache.CppCodeCache, "_load_library"
+        ),
+        "torch._inductor.codecache.CppPythonBindingsCodeCache.cache": hasattr(
+            codecache.CppPythonBindingsCodeCache, "cache"
+        ),
+        "torch._inductor.list_mode_options": hasattr(torch._inductor, "list_mode_options"),
+        "torch._functorch.config.force_non_lazy_backward_lowering": hasattr(
+            torch._functorch.config, "force_non_lazy_backward_lowering"
+        ),
+        "torch._inductor.runtime.cache_dir_utils.cache_dir": _has_cache_dir(),
+    }
+
+
+def _has_cache_dir() -> bool:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def inductor_cache_dir() -> pathlib.Path:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return pathlib.Path(cache_dir())
+
+
+# ---------------------------------------------------------------- counters
+
+
+def counters() -> dict[str, dict[str, int]]:
+    """A copy of PyTorch's own compile counters (torch._dynamo.utils.counters)."""
+    from torch._dynamo.utils import counters as c
+
+    return {k: dict(v) for k, v in c.items()}
+
+
+# ---------------------------------------------------------------- compile
+
+
+def inductor_config_patches(mode: str | None, options: dict[str, Any] | None, dynamic: bool | None):
+    """The Inductor config a torch.compile(mode=…, options=…) call would apply."""
+    patches: dict[str, Any] = {}
+    if mode and mode != "default":
+        patches.update(torch._inductor.list_mode_options(mode, dynamic))
+    if options:
+        patches.update(options)
+    return patches
+
+
+def compile_with_inductor(gm, example_inputs, config_patches: dict[str, Any]):
+    """Compiles a Dynamo graph exactly as the "inductor" backend would.
+
+    Backward graphs are lowered eagerly (force_non_lazy_backward_lowering) so
+    that one region's compile produces all of its artifacts inside one
+    recording; the flag is set on hits too, so it cannot split keys.
+    """
+    from torch._inductor.compile_fx import compile_fx
+
+    with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+        return compile_fx(gm, example_inputs, config_patches=config_patches or None)
+
+
+def config_fingerprint() -> str:
+    """Hash of the Inductor, functorch and Dynamo configs that shape code."""
+    h = hashlib.sha256()
+    for cfg in (torch._inductor.config, torch._functorch.config, torch._dynamo.config):
+        # save_config_portable() drops fields marked as irrelevant to caching.
+        portable = cfg.save_config_portable()
+        h.update(repr(sorted((k, _stable_repr(v)) for k, v in portable.items())).encode())
+    return h.hexdigest()[:16]
+
+
+def _stable_repr(v: Any) -> str:
+    """repr() that does not depend on hash randomization (sets, dicts)."""
+    if isinstance(v, set | frozenset):
+        return "{" + ",".join(sorted(_stable_repr(x) for x in v)) + "}"
+    if isinstance(v, dict):
+        return "{" + ",".join(sorted(f"{_stable_repr(k)}:{_stable_repr(x)}" for k, x in v.items())) + "}"
+    if isinstance(v, list | tuple):
+        return "[" + ",".join(_stable_repr(x) for x in v) + "]"
+    return repr(v)
+
+
+# ---------------------------------------------------------------- capture
+
+
+class Capture:
+    """What one region's compile produced: Mega-Cache bytes and binaries."""
+
+    def __init__(self) -> None:
+        self.mega_cache: bytes = b""
+        self.binaries: dict[str, bytes] = {}  # cache-dir-relative path -> bytes
+        self.torch_keys: dict[str, list[str]] = {}
+
+
+def _clear_cpp_memory_caches() -> None:
+    from torch._inductor import codecache
+
+    for cls in (codecache.CppCodeCache, codecache.CppPythonBindingsCodeCache,
+                codecache.CppWrapperCodeCache):
+        cls.cache.clear()
+
+
+@contextlib.contextmanager
+def capture_region() -> Iterator[Capture]:
+    """Records everything one region's compile produces.
+
+    Inside the block, every PyTorch cache artifact created goes to a fresh
+    Mega-Cache recording, and every compiled C++ library loaded is noted.
+    In-process caches of compiled libraries are cleared first, so a kernel
+    this region shares with an earlier one is loaded (and so recorded) again
+    rather than silently reused.
+    """
+    from torch._inductor import codecache
+    from torch.compiler._cache import CacheArtifactManager
+
+    cap = Capture()
+    loaded: list[str] = []
+    original = codecache.CppCodeCache._load_library.__func__
+
+    def recording_load(cls, path, key):
+        loaded.append(path)
+        return original(cls, path, key)
+
+    _clear_cpp_memory_caches()
+    codecache.CppCodeCache._load_library = classmethod(recording_load)
+    try:
+        with CacheArtifactManager.with_fresh_cache():
+            yield cap
+            result = torch.compiler.save_cache_artifacts()
+        if result is not None:
+            cap.mega_cache, info = result
+            cap.torch_keys = {k: list(v) for k, v in info.artifacts.items()}
+    finally:
+        codecache.CppCodeCache._load_library = classmethod(original)
+    root = inductor_cache_dir().resolve()
+    for path in dict.fromkeys(loaded):
+        p = pathlib.Path(path).resolve()
+        try:
+            rel = p.relative_to(root)
+        except ValueError:
+            continue  # outside the cache dir: not produced by this compile
+        cap.binaries[str(rel)] = p.read_bytes()
+
+
+# ---------------------------------------------------------------- restore
+
+
+def restore_region(mega_cache: bytes, binaries: dict[str, bytes]) -> None:
+    """Puts a captured region back where PyTorch will find it.
+
+    Binaries go first, at their cache-dir-relative paths (named by a hash of
+    their source and flags, so identical kernels land on identical names), via
+    a temp file and rename so a concurrent reader never sees a partial file.
+    Then the Mega-Cache bytes populate the FX-graph and AOTAutograd caches.
+    """
+    root = inductor_cache_dir().resolve()
+    for rel, data in binaries.items():
+        dest = (root / rel).resolve()
+        if root not in dest.parents:
+            raise ValueError(f"bundle binary path escapes the cache dir: {rel!r}")
+        if dest.exists() and dest.read_bytes() == data:
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    if mega_cache:
+        torch.compiler.load_cache_artifacts(mega_cache)
+
+
+# ---------------------------------------------------------------- target
+
+
+def cpu_vec_isa() -> str:
+    """The vector ISA Inductor generates CPU code for here ("avx512", "avx2", …)."""
+    from torch._inductor import cpu_vec_isa as isa
+
+    picked = isa.pick_vec_isa()
+    return str(picked) if picked else "novec"
+
+
+def host_compiler() -> str:
+    """Inductor's C++ compiler command (it honours CXX)."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    return get_cpp_compiler()

@@ -1,0 +1,103 @@
+"""kcache.compile_regions and kcache.compile: the one call a training job makes.
+
+compile_regions is a drop-in for accelerate.utils.compile_regions: the same
+region rule, the same return conventions (a new module sharing the original's
+parameters, with `_orig_mod` pointing at the original) and the same
+torch.compile keyword arguments. With the Inductor backend each region is
+compiled through kcache (backend.RegionBackend); any other backend has
+nothing to cache and is passed through to torch.compile unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from . import _torch_adaptor as adaptor
+from . import counters as _stats
+from .backend import RegionBackend
+from .keyfields import CompileSettings
+from .node_tier import NodeTier
+from .regions import find_regions, has_repeated_blocks, is_repeated_blocks
+
+_store = None
+
+
+def configure(local_dir: str | None = None) -> None:
+    """Chooses where bundles live. Default: $KCACHE_LOCAL_DIR or ~/.cache/kcache."""
+    global _store
+    root = local_dir or os.environ.get("KCACHE_LOCAL_DIR") or os.path.expanduser("~/.cache/kcache")
+    _store = NodeTier(root)
+
+
+def _get_store():
+    if _store is None:
+        configure()
+    return _store
+
+
+def stats() -> dict:
+    """This process's kcache counters (hits by tier, misses, compiles, seconds saved)."""
+    return _stats.get().as_dict()
+
+
+def _settings(kwargs: dict[str, Any]) -> CompileSettings | None:
+    backend = kwargs.get("backend", "inductor")
+    if backend != "inductor" or os.environ.get("KCACHE_DISABLE") == "1":
+        return None
+    return CompileSettings(backend="inductor", mode=kwargs.get("mode"),
+                           fullgraph=bool(kwargs.get("fullgraph", False)),
+                           dynamic=kwargs.get("dynamic"), options=dict(kwargs.get("options") or {}))
+
+
+class _Compiler:
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self.kwargs = kwargs
+        self.settings = _settings(kwargs)
+        self.backends: dict[str, RegionBackend] = {}
+
+    def __call__(self, module: torch.nn.Module, region_name: str) -> torch.nn.Module:
+        if self.settings is None:
+            return torch.compile(module, **self.kwargs)
+        backend = self.backends.get(region_name)
+        if backend is None:
+            backend = self.backends[region_name] = RegionBackend(region_name, self.settings, _get_store())
+        extra = {k: v for k, v in self.kwargs.items()
+                 if k not in ("backend", "mode", "options", "fullgraph", "dynamic")}
+        return torch.compile(module, backend=backend, fullgraph=self.settings.fullgraph,
+                             dynamic=self.settings.dynamic, **extra)
+
+
+def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """Regional compilation through kcache; see accelerate.utils.compile_regions."""
+    adaptor.check_torch()
+    compiler = _Compiler(compile_kwargs)
+    names = {id(module.get_submodule(m)): r.name for r in find_regions(module) for m in r.members}
+
+    def walk(m: torch.nn.Module) -> torch.nn.Module:
+        if is_repeated_blocks(m):
+            new = torch.nn.ModuleList()
+            for sub in m:
+                new.append(compiler(sub, names.get(id(sub), type(sub).__name__)))
+            return new
+        if has_repeated_blocks(m):
+            new = m.__class__.__new__(m.__class__)
+            new.__dict__.update(m.__dict__)
+            new._modules = {}
+            for name, child in m.named_children():
+                new.add_module(name, walk(child))
+            return new
+        return compiler(m, type(m).__name__)
+
+    new_module = walk(module)
+    if "_orig_mod" not in new_module.__dict__:
+        new_module.__dict__["_orig_mod"] = module
+    return new_module
+
+
+def compile(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """The whole model as one region, through the same machinery."""
+    adaptor.check_torch()
+    return _Compiler(compile_kwargs)(model, type(model).__name__)

@@ -1,0 +1,119 @@
+"""RegionBackend: a torch.compile backend that wraps Inductor with kcache.
+
+Dynamo traces the region once and hands its graph here. The key is computed
+from that graph (nothing is traced twice); on a hit the stored bundle is
+restored into PyTorch's caches and Inductor then compiles from cache (no
+code generation, no host compiler); on a miss Inductor compiles inside a
+capture and the result is stored. A cache that is wrong or unreachable costs
+at most the compile the job would have done anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from . import _core, bundle_io, keyfields
+from . import counters as stats
+from . import _torch_adaptor as adaptor
+from .fingerprint import fingerprint_graph
+from .keyfields import CompileSettings
+
+log = logging.getLogger("kcache")
+
+# Keys whose artifacts are already in this process's PyTorch caches: Dynamo
+# traces every block of a region again (its guards are per module), and
+# those calls need no fetch or restore, only Inductor's in-memory cache.
+_ready_in_process: set[str] = set()
+
+
+def _device_type(example_inputs: list[Any]) -> str:
+    for t in example_inputs:
+        if isinstance(t, torch.Tensor):
+            return t.device.type
+    return "cpu"
+
+
+def _dtype_label(example_inputs: list[Any]) -> str:
+    for t in example_inputs:
+        if isinstance(t, torch.nn.Parameter):
+            return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}.get(
+                t.dtype, str(t.dtype).removeprefix("torch."))
+    return "mixed"
+
+
+class RegionBackend:
+    """One backend object per region class and compile settings.
+
+    Objects compare equal when their region name and settings do, so that
+    torch.compile calls on identical blocks share Dynamo's cache entries the
+    way the stock "inductor" backend does.
+    """
+
+    def __init__(self, region_name: str, settings: CompileSettings, store) -> None:
+        self.region_name = region_name
+        self.settings = settings
+        self.store = store
+        self.last_key: str | None = None
+        self.__name__ = f"kcache[{region_name}]"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, RegionBackend) and self.region_name == other.region_name
+                and self.settings == other.settings and self.store is other.store)
+
+    def __hash__(self) -> int:
+        return hash((self.region_name, repr(self.settings)))
+
+    def key_for(self, gm, example_inputs) -> tuple[str, str]:
+        fp = fingerprint_graph(gm, example_inputs)
+        training = torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
+        device = _device_type(example_inputs)
+        fields = keyfields.all_fields(fp.canonical, self.settings, training, device)
+        raw = {k: v.encode() for k, v in fields.items()}
+        label = keyfields.label(self.region_name, self.settings, training, device,
+                                _dtype_label(example_inputs))
+        key = _core.compute_key(raw)
+        explanation = _core.explain_key(raw, label, {"region": fp.summary()})
+        return key, explanation
+
+    def __call__(self, gm, example_inputs, **_ignored):
+        patches = adaptor.inductor_config_patches(
+            self.settings.mode, self.settings.options, self.settings.dynamic)
+        stats.bump(regions_seen=1)
+        key, explanation = self.key_for(gm, example_inputs)
+        self.last_key = key
+        if key in _ready_in_process:
+            stats.bump(reuses=1)
+            return adaptor.compile_with_inductor(gm, example_inputs, patches)
+        data = self.store.get(key)
+        if data is not None:
+            try:
+                bundle = bundle_io.unpack(data, key)
+                adaptor.restore_region(bundle.mega_cache, bundle.binaries)
+                stats.bump(hits_node=1, bytes_fetched=len(data),
+                           compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
+                log.info("kcache hit %s %s", key[:12], bundle.manifest.get("label"))
+                _ready_in_process.add(key)
+                return adaptor.compile_with_inductor(gm, example_inputs, patches)
+            except (_core.KcacheError, ValueError, OSError) as e:
+                stats.bump(restore_failures=1)
+                log.warning("kcache: bundle %s unusable (%s); compiling", key[:12], e)
+        stats.bump(misses=1)
+        start = time.perf_counter()
+        with adaptor.capture_region() as cap:
+            compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+        seconds = time.perf_counter() - start
+        stats.bump(compiles=1, compile_seconds=seconds)
+        _ready_in_process.add(key)
+        try:
+            blob = bundle_io.pack(key, explanation, cap, seconds)
+            self.store.put(key, blob)
+            stats.bump(bytes_stored=len(blob))
+        except (_core.KcacheError, ValueError, OSError) as e:
+            stats.bump(store_failures=1)
+            log.warning("kcache: could not store %s (%s)", key[:12], e)
+        return compiled

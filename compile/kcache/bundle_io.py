@@ -1,0 +1,64 @@
+"""A region's captured compile ⇄ a kcache artifact bundle.
+
+Sections: "torch/mega_cache" holds PyTorch's Mega-Cache bytes (FX-graph and
+AOTAutograd cache entries); "inductor/<path>" holds each compiled binary at
+its path relative to the Inductor cache directory. The manifest carries the
+key's explanation, the label, the producer, compile seconds and PyTorch's own
+cache-entry keys (docs/artifact.md). Framing, compression, the trailer and
+signatures are the C++ core's (artifact/), reached through kcache._core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+from . import _core
+from ._torch_adaptor import Capture
+
+MEGA_CACHE = "torch/mega_cache"
+BINARY_PREFIX = "inductor/"
+
+
+@dataclass
+class Restorable:
+    manifest: dict
+    mega_cache: bytes
+    binaries: dict[str, bytes]
+
+
+def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
+         signing_key_pem: str | None = None) -> bytes:
+    manifest = {
+        "key": key,
+        "explanation": json.loads(explanation),
+        "label": json.loads(explanation)["label"],
+        "producer": {"host": platform.node(), "pid": os.getpid(), "time": int(time.time()),
+                     "kcache": "0.1.0"},
+        "compile_seconds": round(compile_seconds, 3),
+        "torch_cache_keys": capture.torch_keys,
+        "binaries": sorted(capture.binaries),
+    }
+    sections = [(MEGA_CACHE, capture.mega_cache)]
+    sections += [(BINARY_PREFIX + rel, data) for rel, data in sorted(capture.binaries.items())]
+    return _core.write_bundle(json.dumps(manifest), sections, signing_key_pem)
+
+
+def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
+           require_signature: bool = False) -> Restorable:
+    """Verifies and opens a bundle for `key`; raises _core.KcacheError if bad."""
+    manifest_text, sections, _signer = _core.read_bundle(
+        data, expected_key=key, trusted_keys=trusted_keys or [],
+        require_signature=require_signature)
+    manifest = json.loads(manifest_text)
+    mega = b""
+    binaries: dict[str, bytes] = {}
+    for name, payload in sections:
+        if name == MEGA_CACHE:
+            mega = payload
+        elif name.startswith(BINARY_PREFIX):
+            binaries[name[len(BINARY_PREFIX):]] = payload
+    return Restorable(manifest, mega, binaries)

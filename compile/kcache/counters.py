@@ -1,0 +1,46 @@
+"""Per-process counters of what kcache did (PyTorch's own counters prove hits;
+these say where they came from and what they saved)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class Stats:
+    regions_seen: int = 0
+    hits_node: int = 0
+    hits_server: int = 0
+    misses: int = 0
+    reuses: int = 0  # further blocks of a region already ready in this process
+    compiles: int = 0
+    restore_failures: int = 0
+    store_failures: int = 0
+    compile_seconds: float = 0.0
+    compile_seconds_saved: float = 0.0
+    bytes_fetched: int = 0
+    bytes_stored: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_lock = threading.Lock()
+_stats = Stats()
+
+
+def get() -> Stats:
+    return _stats
+
+
+def bump(**deltas) -> None:
+    with _lock:
+        for name, delta in deltas.items():
+            setattr(_stats, name, getattr(_stats, name) + delta)
+
+
+def reset() -> None:
+    global _stats
+    with _lock:
+        _stats = Stats()

@@ -1,0 +1,135 @@
+"""The key's fields other than the region: dtype, target, mode, toolchain, env.
+
+Each is canonical text (sorted JSON or a short string) so the same setup on
+two ranks gives identical bytes; keys/cache_key.hpp hashes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import _torch_adaptor as adaptor
+from .env_table import env_field
+
+ARTIFACT_SCHEMA = "kcache-bundle-v1"
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """What the job asked torch.compile for."""
+
+    backend: str = "inductor"
+    mode: str | None = None
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def short_mode(self) -> str:
+        return self.mode or "default"
+
+
+def dtype_field() -> str:
+    autocast = {}
+    for dev in ("cpu", "cuda"):
+        try:
+            if torch.is_autocast_enabled(dev):
+                autocast[dev] = str(torch.get_autocast_dtype(dev)).removeprefix("torch.")
+        except (RuntimeError, TypeError):
+            pass
+    return _canon({"default": str(torch.get_default_dtype()).removeprefix("torch."),
+                   "autocast": autocast})
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_identity(cxx: str) -> str:
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
+        return out.stdout.splitlines()[0].strip() if out.stdout else cxx
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def compiler_identity() -> str:
+    # The identity is what the compiler says it is, never its path.
+    return _compiler_identity(adaptor.host_compiler())
+
+
+def target_field(device_type: str = "cpu") -> str:
+    override = os.environ.get("KCACHE_TARGET")
+    if override:
+        return override
+    if device_type == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        return f"cuda:sm_{major}{minor}"
+    return _canon({"device": "cpu", "isa": adaptor.cpu_vec_isa(),
+                   "threads": torch.get_num_threads()})
+
+
+def short_target(device_type: str = "cpu") -> str:
+    override = os.environ.get("KCACHE_TARGET")
+    if override:
+        return override
+    if device_type == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        return f"cuda:sm_{major}{minor}"
+    return f"cpu:{adaptor.cpu_vec_isa()}"
+
+
+def mode_field(settings: CompileSettings, training: bool) -> str:
+    return _canon({
+        "backend": settings.backend,
+        "mode": settings.short_mode(),
+        "fullgraph": settings.fullgraph,
+        "dynamic": settings.dynamic,
+        "options": settings.options,
+        "phase": "train" if training else "infer",
+        "configs": adaptor.config_fingerprint(),
+    })
+
+
+def toolchain_field() -> str:
+    triton = None
+    try:
+        import triton  # type: ignore
+
+        triton = triton.__version__
+    except ImportError:
+        pass
+    return _canon({
+        "artifact": ARTIFACT_SCHEMA,
+        "torch": torch.__version__,
+        "torch_git": torch.version.git_version,
+        "triton": triton,
+        "cxx": compiler_identity(),
+        "cuda": torch.version.cuda,
+    })
+
+
+def all_fields(region: str, settings: CompileSettings, training: bool,
+               device_type: str = "cpu") -> dict[str, str]:
+    return {
+        "region": region,
+        "dtype": dtype_field(),
+        "target": target_field(device_type),
+        "mode": mode_field(settings, training),
+        "toolchain": toolchain_field(),
+        "env": env_field(),
+    }
+
+
+def label(region_name: str, settings: CompileSettings, training: bool,
+          device_type: str = "cpu", dtype: str = "") -> str:
+    parts = [region_name, short_target(device_type), dtype or "mixed",
+             settings.short_mode(), "train" if training else "infer"]
+    return "/".join(p.replace(" ", "_") for p in parts)
