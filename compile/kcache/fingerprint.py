@@ -53,10 +53,43 @@ def _target_name(target: Any) -> str:
     return f"{mod}.{qual}"
 
 
+class _Symbols:
+    """Canonical names for symbolic dims, numbered in order of appearance.
+
+    A symbol that the shape environment has since specialized to a
+    constant is that constant; two dims with the same symbol share a name,
+    so "s0,s0" (square) and "s0,s1" stay different regions.
+    """
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def dim(self, d: Any) -> str:
+        if isinstance(d, int):
+            return str(d)
+        node = getattr(d, "node", None)
+        if node is None:
+            return "s?"
+        expr = node.expr
+        shape_env = getattr(node, "shape_env", None)
+        if shape_env is not None:
+            try:
+                expr = shape_env.replace(expr)
+            except Exception:  # noqa: BLE001 - best effort; raw expr is still canonical
+                pass
+        if getattr(expr, "is_number", False):
+            return str(int(expr))
+        text = str(expr)
+        if text not in self.names:
+            self.names[text] = f"s{len(self.names)}"
+        return self.names[text]
+
+
+_symbols = _Symbols()
+
+
 def _dim(d: Any) -> str:
-    if isinstance(d, int):
-        return str(d)
-    return "s"  # a SymInt: its value is not part of the region
+    return _symbols.dim(d)
 
 
 def _stride_class(t: torch.Tensor) -> str:
@@ -127,8 +160,12 @@ def input_role(node: torch.fx.Node, value: Any) -> str:
 
 def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> RegionFingerprint:
     """Canonical form of a Dynamo graph and its inputs (see module doc)."""
+    global _symbols
+    _symbols = _Symbols()
     canon = _Canon()
-    lines: list[str] = []
+    # Global state the graph was traced under: grad mode decides whether
+    # AOTAutograd builds a training (forward + backward) or inference graph.
+    lines: list[str] = [f"grad={int(torch.is_grad_enabled())}"]
     ops: Counter[str] = Counter()
     placeholder_index = 0
     for i, node in enumerate(gm.graph.nodes):
@@ -136,9 +173,14 @@ def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Re
         if node.op == "placeholder":
             value = example_inputs[placeholder_index] if placeholder_index < len(example_inputs) else None
             placeholder_index += 1
-            if isinstance(value, torch.Tensor):
-                desc = _tensor_desc(value)
-            elif isinstance(value, torch.SymInt):
+            # Dynamo's fake value carries symbolic dims where the real example
+            # input has concrete ones; the role comes from the real input.
+            traced = node.meta.get("example_value", value)
+            if isinstance(traced, torch.Tensor):
+                desc = _tensor_desc(traced)
+                if isinstance(value, torch.Tensor) and value.requires_grad != traced.requires_grad:
+                    desc = _tensor_desc(value)
+            elif isinstance(value, torch.SymInt) or isinstance(traced, torch.SymInt):
                 desc = "symint"
             else:
                 desc = canon.arg(value)

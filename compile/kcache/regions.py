@@ -26,12 +26,17 @@ def has_repeated_blocks(module: torch.nn.Module) -> bool:
 
 
 def structure_signature(block: torch.nn.Module) -> tuple:
-    """Class, parameter/buffer shapes and dtypes, and plain config attributes."""
+    """Class, submodule classes, and parameter/buffer names, shapes and dtypes.
+
+    Plain attributes are left out on purpose: blocks carry their own index
+    (transformers' layer_idx) and splitting on it would make every block a
+    region. Attributes that do change the graph (an eps, an activation name)
+    still split the key, because the key is the traced graph.
+    """
     tensors = tuple((name, tuple(t.shape), str(t.dtype))
                     for name, t in list(block.named_parameters()) + list(block.named_buffers()))
-    config = tuple(sorted((k, v) for m in block.modules() for k, v in vars(m).items()
-                          if not k.startswith("_") and isinstance(v, int | float | str | bool)))
-    return (type(block).__qualname__, tensors, config)
+    classes = tuple(type(m).__qualname__ for m in block.modules())
+    return (type(block).__qualname__, classes, tensors)
 
 
 @dataclass

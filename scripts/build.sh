@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the C++ core and tests (build/dev) and installs the Python package
+# kcache into .venv. Incremental: ccache and Ninja keep rebuilds cheap.
+#   BUILD_DIR   build directory (default build/dev)
+#   SANITIZE=1  AddressSanitizer + UBSan build (tests only, no Python)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${BUILD_DIR:-build/dev}
+jobs=${JOBS:-2}
+py="$root/.venv/bin/python"
+
+args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON)
+if [[ ${SANITIZE:-0} == 1 ]]; then
+  args+=(-DKCACHE_SANITIZE=ON -DKCACHE_BUILD_PYTHON=OFF)
+else
+  args+=(-DKCACHE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$py"
+         -Dpybind11_DIR="$("$py" -m pybind11 --cmakedir)")
+fi
+cmake "${args[@]}" >/dev/null
+ninja -C "$build" -j"$jobs"
+
+if [[ ${SANITIZE:-0} != 1 ]]; then
+  # The real packaging path (scikit-build-core), not a copied .so.
+  "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
+fi

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything kcache needs on Debian 12, idempotently:
+# Debian packages (compilers, libraries, redis-server) and a Python virtual
+# environment in .venv with torch==2.13.0 (the CPU build) and the test deps.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+apt_packages=(
+  build-essential cmake ninja-build pkg-config ccache git
+  libboost1.81-dev libssl-dev libhiredis-dev libzstd-dev nlohmann-json3-dev
+  libcli11-dev libspdlog-dev libgtest-dev libgmock-dev
+  redis-server redis-tools curl clang-14 libclang-rt-14-dev
+  python3-venv python3-dev
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  "$python" -m venv .venv
+fi
+# Pinned: torch==2.13.0 is the version kcache's PyTorch adaptor is tested
+# with (a looser pin would pull a multi-GB CUDA build).
+want="torch==2.13.0 transformers==4.57.1 accelerate==1.11.0 pybind11 scikit-build-core pytest redis"
+if ! .venv/bin/python -c "import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, redis; assert torch.__version__.startswith('2.13.0')" 2>/dev/null; then
+  echo "setup: installing Python packages"
+  .venv/bin/pip install -q --disable-pip-version-check $want
+fi
+echo "setup: done"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, then runs the C++
+# tests (plain and under ASan+UBSan), the bundle-reader fuzzer for a bounded
+# time, the packaging check in a fresh virtual environment, and pytest
+# (real redis-server, real kcache-server, real torch.compile).
+#   FUZZ_SECONDS  fuzzer budget (default 60)
+#   QUICK=1       skip the sanitizer build, the fuzzer and the packaging check
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+declare -a timings=()
+stage() {
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  "$@"
+  timings+=("$(printf '%-12s %5ds' "$name" $((SECONDS - t0)))")
+}
+report() {
+  echo "=== stage times"
+  printf '%s\n' "${timings[@]}"
+}
+trap report EXIT
+
+packaging_check() {
+  # `pip install .` in a fresh venv builds and imports kcache, and importing
+  # it does not import torch.
+  local venv
+  venv=$(mktemp -d)/venv
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$root"
+  (cd /tmp && "$venv/bin/python" -c "
+import sys, kcache, kcache._core as c
+assert 'torch' not in sys.modules, 'import kcache imported torch'
+assert c.is_key('0' * 64)
+print('packaging: kcache', kcache.__version__, 'imports without torch')")
+  rm -rf "$(dirname "$venv")"
+}
+
+stage setup scripts/setup.sh
+stage build scripts/build.sh
+stage ctest ctest --test-dir build/dev --output-on-failure -j2
+if [[ ${QUICK:-0} != 1 ]]; then
+  stage asan-build env SANITIZE=1 BUILD_DIR=build/asan scripts/build.sh
+  stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2
+  stage fuzz fuzz/run.sh "${FUZZ_SECONDS:-60}"
+  stage packaging packaging_check
+fi
+stage pytest env KCACHE_BUILD_DIR="$root/build/dev" .venv/bin/python -m pytest -q -ra tests/python

@@ -1,0 +1,331 @@
+// /healthz, /readyz, /metrics, /v1/stats, /v1/entries[/{key}], /v1/evict,
+// /v1/verify.
+#include <nlohmann/json.hpp>
+
+#include "artifact/bundle.hpp"
+#include "server/bundle_check.hpp"
+#include "server/services.hpp"
+
+namespace kcache::server {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+namespace {
+
+// Entries scanned at most for the per-target and per-mode breakdown.
+constexpr std::size_t k_max_breakdown_entries = 200'000;
+
+json entry_json(const storage::Entry& e) {
+  return {{"key", e.key},
+          {"size", e.size},
+          {"created_ms", e.created_ms},
+          {"last_access_ms", e.last_access_ms},
+          {"hits", e.hits},
+          {"label", e.meta.label},
+          {"target", e.meta.target},
+          {"mode", e.meta.mode},
+          {"dtype", e.meta.dtype},
+          {"toolchain", e.meta.toolchain},
+          {"compile_ms", e.meta.compile_ms}};
+}
+
+std::optional<std::uint64_t> parse_uint(const std::string& s) {
+  if (s.empty() || s.size() > 12) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+
+Gauges sample_gauges(Services& s, const Result<storage::Usage>& u) {
+  Gauges g;
+  if (u) {
+    g.entries = u->entries;
+    g.bytes = u->bytes;
+    g.capacity_bytes = u->capacity_bytes;
+  }
+  g.leases = s.leases.counters();
+  g.connections_active = s.connections_active ? s.connections_active() : 0;
+  g.waiters = s.waiters.count();
+  return g;
+}
+
+asio::awaitable<Response> readyz(Services& s) {
+  if (s.draining.load()) co_return error_response(503, "shutting_down", "the server is draining");
+  auto st = co_await run_blocking(s.pool, [&s] { return s.backend.ping(); });
+  if (!st) {
+    s.metrics.storage_error("ping");
+    co_return error_response(503, "storage_unavailable", st.error().message);
+  }
+  co_return json_response(200, {{"status", "ready"}, {"storage", s.backend.name()}});
+}
+
+asio::awaitable<Response> metrics(Services& s) {
+  auto u = co_await run_blocking(s.pool, [&s] { return s.backend.usage(); });
+  if (!u) s.metrics.storage_error("usage");
+  co_return text_response(200, s.metrics.render_prometheus(sample_gauges(s, u)), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+struct Tally {
+  std::uint64_t entries = 0, bytes = 0, hits = 0;
+};
+
+asio::awaitable<Response> stats(Services& s) {
+  struct Scan {
+    Result<storage::Usage> usage;
+    std::map<std::string, Tally> by_target, by_mode;
+    bool truncated = false;
+    std::optional<Error> error;
+  };
+  auto scan = co_await run_blocking(s.pool, [&s] {
+    Scan sc{s.backend.usage(), {}, {}, false, std::nullopt};
+    storage::ListQuery q;
+    q.limit = 1000;
+    std::size_t seen = 0;
+    for (;;) {
+      auto page = s.backend.list(q);
+      if (!page) {
+        sc.error = page.error();
+        break;
+      }
+      for (const auto& e : page->entries) {
+        for (auto* t : {&sc.by_target[e.meta.target], &sc.by_mode[e.meta.mode]}) {
+          ++t->entries;
+          t->bytes += e.size;
+          t->hits += e.hits;
+        }
+      }
+      seen += page->entries.size();
+      if (page->next_cursor.empty()) break;
+      if (seen >= k_max_breakdown_entries) {
+        sc.truncated = true;
+        break;
+      }
+      q.cursor = page->next_cursor;
+    }
+    return sc;
+  });
+  if (!scan.usage) s.metrics.storage_error("usage");
+  if (scan.error) s.metrics.storage_error("list");
+  Gauges g = sample_gauges(s, scan.usage);
+  auto& m = s.metrics;
+  auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  auto breakdown = [](const std::map<std::string, Tally>& tallies, const std::map<std::string, Metrics::Breakdown>& stored) {
+    json out = json::object();
+    for (const auto& [name, t] : tallies) {
+      out[name] = {{"entries", t.entries}, {"bytes", t.bytes}, {"hits", t.hits}, {"uploads_stored", 0}};
+    }
+    for (const auto& [name, b] : stored) {
+      if (!out.contains(name)) out[name] = {{"entries", 0}, {"bytes", 0}, {"hits", 0}};
+      out[name]["uploads_stored"] = b.stored;
+    }
+    return out;
+  };
+  std::uint64_t hits = load(m.hits), misses = load(m.misses);
+  json body = {
+      {"uptime_s", m.uptime_seconds()},
+      {"backend", s.backend.name()},
+      {"storage", scan.usage ? json{{"entries", scan.usage->entries},
+                                    {"bytes", scan.usage->bytes},
+                                    {"capacity_bytes", scan.usage->capacity_bytes}}
+                             : json(nullptr)},
+      {"requests", m.requests_total()},
+      {"bytes_in", m.bytes_in()},
+      {"bytes_out", m.bytes_out()},
+      {"hits", hits},
+      {"misses", misses},
+      {"hit_ratio", hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0},
+      {"uploads", {{"stored", load(m.puts_stored)}, {"already_present", load(m.puts_present)},
+                   {"rejected", load(m.puts_rejected)}}},
+      {"evictions", {{"entries", load(m.evicted_entries)}, {"bytes", load(m.evicted_bytes)}}},
+      {"leases", {{"active", g.leases.active}, {"granted", g.leases.granted}, {"renewed", g.leases.renewed},
+                  {"released", g.leases.released}, {"expired", g.leases.expired},
+                  {"waited", load(m.leases_waited)}, {"waits_fulfilled", load(m.waits_fulfilled)},
+                  {"waiting_now", g.waiters}}},
+      {"storage_errors", m.storage_errors_total()},
+      {"connections", {{"active", g.connections_active}, {"accepted", load(m.connections_accepted)},
+                       {"rejected", load(m.connections_rejected)}}},
+      {"by_target", breakdown(scan.by_target, m.stored_by_target())},
+      {"by_mode", breakdown(scan.by_mode, m.stored_by_mode())},
+      {"breakdown_truncated", scan.truncated},
+  };
+  co_return json_response(200, body);
+}
+
+asio::awaitable<Response> entries(Services& s, Request& req) {
+  storage::ListQuery q;
+  q.limit = 100;
+  for (const auto& [k, v] : req.query) {
+    if (k == "label_prefix") q.label_prefix = v;
+    else if (k == "target") q.target = v;
+    else if (k == "mode") q.mode = v;
+    else if (k == "toolchain") q.toolchain = v;
+    else if (k == "cursor") q.cursor = v;
+    else if (k == "order") {
+      if (v != "asc" && v != "desc") co_return error_response(400, "bad_query", "order is asc or desc");
+      q.descending = v == "desc";
+    } else if (k == "sort") {
+      static const std::map<std::string, storage::SortBy> sorts = {
+          {"key", storage::SortBy::key}, {"size", storage::SortBy::size},
+          {"last_access", storage::SortBy::last_access}, {"hits", storage::SortBy::hits},
+          {"created", storage::SortBy::created}};
+      auto it = sorts.find(v);
+      if (it == sorts.end()) {
+        co_return error_response(400, "bad_query", "sort is one of key, size, last_access, hits, created");
+      }
+      q.sort = it->second;
+    } else if (k == "limit") {
+      auto n = parse_uint(v);
+      if (!n || *n < 1 || *n > 1000) co_return error_response(400, "bad_query", "limit is 1..1000");
+      q.limit = *n;
+    } else {
+      co_return error_response(400, "bad_query", "unknown query parameter '" + k.substr(0, 64) + "'");
+    }
+  }
+  auto page = co_await run_blocking(s.pool, [&s, q] { return s.backend.list(q); });
+  if (!page) {
+    if (page.error().code == Errc::invalid_argument) co_return error_response(400, "bad_query", page.error().message);
+    co_return storage_failure(s, "list", page.error());
+  }
+  json arr = json::array();
+  for (const auto& e : page->entries) arr.push_back(entry_json(e));
+  co_return json_response(200, {{"entries", arr},
+                                {"next_cursor", page->next_cursor.empty() ? json(nullptr) : json(page->next_cursor)}});
+}
+
+asio::awaitable<Response> entry(Services& s, const std::string& key) {
+  struct Found {
+    Result<storage::Entry> head;
+    std::optional<Result<std::vector<std::uint8_t>>> bytes;
+  };
+  auto f = co_await run_blocking(s.pool, [&s, key] {
+    Found out{s.backend.head(key), std::nullopt};
+    if (out.head) out.bytes = s.backend.get(key);
+    return out;
+  });
+  if (!f.head) {
+    if (f.head.error().code == Errc::not_found) co_return error_response(404, "not_found", "no entry " + key);
+    co_return storage_failure(s, "head", f.head.error());
+  }
+  if (!*f.bytes) {
+    auto code = f.bytes->error().code;
+    if (code == Errc::not_found || code == Errc::corrupt) co_return error_response(404, "not_found", f.bytes->error().message);
+    co_return storage_failure(s, "get", f.bytes->error());
+  }
+  auto summary = co_await run_blocking(s.pool, [&f] { return artifact::inspect_bundle(f.bytes->value()); });
+  json body = {{"entry", entry_json(*f.head)}};
+  if (summary) {
+    json sections = json::array();
+    for (const auto& sec : summary->sections) {
+      sections.push_back({{"name", sec.name}, {"compressed_bytes", sec.compressed_bytes},
+                          {"uncompressed_bytes", sec.uncompressed_bytes}, {"sha256", sec.sha256_hex}});
+    }
+    body["bundle"] = {{"format_version", summary->format_version}, {"digest", summary->digest_hex},
+                      {"total_bytes", summary->total_bytes},
+                      {"signer_key_id", summary->signer_key_id ? json(*summary->signer_key_id) : json(nullptr)},
+                      {"sections", sections}};
+    body["manifest"] = summary->manifest;
+  } else {
+    body["bundle"] = nullptr;
+    body["manifest"] = nullptr;
+    body["bundle_error"] = {{"error", errc_name(summary.error().code)}, {"message", summary.error().message}};
+  }
+  co_return json_response(200, body);
+}
+
+// Parses the evict policy; an error response on anything unexpected.
+std::variant<storage::EvictPolicy, Response> parse_policy(const std::vector<std::uint8_t>& body) {
+  auto j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) return error_response(400, "bad_json", "the body is not valid JSON");
+  if (!j.is_object()) return error_response(400, "bad_json", "the policy must be a JSON object");
+  storage::EvictPolicy p;
+  bool any = false;
+  for (const auto& [k, v] : j.items()) {
+    auto want_string = [&](std::string& out) -> bool {
+      if (!v.is_string()) return false;
+      out = v.get<std::string>();
+      any = true;
+      return true;
+    };
+    bool ok = true;
+    if (k == "max_bytes") {
+      if (v.is_number_unsigned()) p.max_bytes = v.get<std::uint64_t>();
+      else if (v.is_string() && parse_size(v.get<std::string>())) p.max_bytes = parse_size(v.get<std::string>());
+      else ok = false;
+      any = any || ok;
+    } else if (k == "older_than_s") {
+      ok = v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1e11;
+      if (ok) p.older_than_ms = static_cast<std::int64_t>(v.get<double>() * 1000);
+      any = any || ok;
+    } else if (k == "target") ok = want_string(p.target);
+    else if (k == "mode") ok = want_string(p.mode);
+    else if (k == "label_prefix") ok = want_string(p.label_prefix);
+    else if (k == "toolchain") ok = want_string(p.toolchain);
+    else if (k == "dry_run") {
+      ok = v.is_boolean();
+      if (ok) p.dry_run = v.get<bool>();
+    } else {
+      return error_response(400, "bad_policy", "unknown policy field '" + k.substr(0, 64) + "'");
+    }
+    if (!ok) return error_response(400, "bad_policy", "policy field '" + k + "' has the wrong type");
+  }
+  if (!any) {
+    return error_response(400, "bad_policy",
+                          "the policy selects nothing: give max_bytes, older_than_s, target, mode, label_prefix "
+                          "or toolchain");
+  }
+  return p;
+}
+
+asio::awaitable<Response> evict(Services& s, Request& req) {
+  auto parsed = parse_policy(req.body);
+  if (auto* r = std::get_if<Response>(&parsed)) co_return std::move(*r);
+  auto policy = std::get<storage::EvictPolicy>(parsed);
+  auto rep = co_await run_blocking(s.pool, [&s, policy] { return s.backend.evict(policy); });
+  if (!rep) {
+    if (rep.error().code == Errc::invalid_argument) co_return error_response(400, "bad_policy", rep.error().message);
+    co_return storage_failure(s, "evict", rep.error());
+  }
+  if (!policy.dry_run) {
+    s.metrics.evicted_entries.fetch_add(rep->keys.size(), std::memory_order_relaxed);
+    s.metrics.evicted_bytes.fetch_add(rep->bytes, std::memory_order_relaxed);
+  }
+  co_return json_response(200, {{"evicted", rep->keys.size()}, {"bytes", rep->bytes},
+                                {"dry_run", policy.dry_run}, {"keys", rep->keys}});
+}
+
+asio::awaitable<Response> verify(Services& s, Request& req) {
+  bool remove = false;
+  for (const auto& [k, v] : req.query) {
+    if (k != "remove") co_return error_response(400, "bad_query", "unknown query parameter '" + k.substr(0, 64) + "'");
+    if (v != "true" && v != "false" && v != "1" && v != "0") {
+      co_return error_response(400, "bad_query", "remove is true or false");
+    }
+    remove = v == "true" || v == "1";
+  }
+  auto rep = co_await run_blocking(s.pool, [&s, remove] { return s.backend.verify(bundle_matches_key, remove); });
+  if (!rep) co_return storage_failure(s, "verify", rep.error());
+  s.metrics.verify_corrupt.fetch_add(rep->corrupt.size(), std::memory_order_relaxed);
+  co_return json_response(200, {{"checked", rep->checked}, {"corrupt", rep->corrupt}, {"removed", rep->removed}});
+}
+
+}  // namespace
+
+asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m) {
+  switch (m.id) {
+    case RouteId::healthz: co_return json_response(200, {{"status", "ok"}});
+    case RouteId::readyz: co_return co_await readyz(s);
+    case RouteId::metrics: co_return co_await metrics(s);
+    case RouteId::stats: co_return co_await stats(s);
+    case RouteId::entries: co_return co_await entries(s, req);
+    case RouteId::entry: co_return co_await entry(s, m.key);
+    case RouteId::evict: co_return co_await evict(s, req);
+    case RouteId::verify: co_return co_await verify(s, req);
+    default: co_return error_response(500, "internal", "unrouted request");
+  }
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,193 @@
+// GET / HEAD / PUT / DELETE /v1/artifacts/{key}.
+#include <algorithm>
+#include <chrono>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/bundle_check.hpp"
+#include "server/services.hpp"
+
+namespace kcache::server {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::optional<std::uint64_t> parse_uint(const std::string& s) {
+  if (s.empty() || s.size() > 12) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+
+Response artifact_found(std::vector<std::uint8_t> bytes) {
+  Response r;
+  r.status = 200;
+  r.body = std::move(bytes);
+  r.set("Content-Type", "application/octet-stream");
+  return r;
+}
+
+Response not_found(const std::string& key) {
+  return error_response(404, "not_found", "no artifact stored under " + key);
+}
+
+// GET, optionally waiting while a live lease exists on the key. The waiter
+// is registered before the first lookup, so a PUT landing between the
+// lookup and the wait still wakes it (Waiter::take_wake).
+asio::awaitable<Response> handle_get(Services& s, Request& req, const std::string& key) {
+  std::uint64_t wait_ms = 0;
+  if (auto it = req.query.find("wait_ms"); it != req.query.end()) {
+    auto v = parse_uint(it->second);
+    if (!v) co_return error_response(400, "bad_query", "wait_ms must be a non-negative integer (milliseconds)");
+    wait_ms = std::min(*v, s.config.max_wait_ms);
+  }
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(wait_ms);
+  std::shared_ptr<Waiter> waiter;
+  if (wait_ms > 0) waiter = s.waiters.add(key, co_await asio::this_coro::executor);
+  struct Unregister {
+    Services& s;
+    const std::string& key;
+    std::shared_ptr<Waiter>& w;
+    ~Unregister() {
+      if (w) s.waiters.remove(key, w);
+    }
+  } unregister{s, key, waiter};
+
+  bool waited = false;
+  for (;;) {
+    auto got = co_await run_blocking(s.pool, [&s, key] { return s.backend.get(key); });
+    if (got) {
+      s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+      if (waited) s.metrics.waits_fulfilled.fetch_add(1, std::memory_order_relaxed);
+      Response r = artifact_found(std::move(got.value()));
+      if (waited) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        r.set("X-Kcache-Waited-Ms", std::to_string(ms));
+      }
+      co_return r;
+    }
+    if (got.error().code == Errc::corrupt) {
+      // The backend has quarantined it; to the client it is a miss.
+      s.metrics.misses.fetch_add(1, std::memory_order_relaxed);
+      s.metrics.storage_error("get_corrupt");
+      co_return error_response(404, "not_found", "the stored object failed verification and was removed");
+    }
+    if (got.error().code != Errc::not_found) co_return storage_failure(s, "get", got.error());
+
+    auto lease_until = waiter ? s.leases.live_until(key) : std::nullopt;
+    auto now = Clock::now();
+    if (!lease_until || now >= deadline) break;
+    if (s.draining.load()) {
+      auto r = error_response(503, "shutting_down", "the server is shutting down; retry the wait elsewhere");
+      r.set("Retry-After", "1");
+      co_return r;
+    }
+    if (waiter->take_wake()) continue;  // landed or released while we looked
+    if (!waited) {
+      waited = true;
+      s.metrics.leases_waited.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Sleep until the landing (the timer is cancelled), the wait's end or
+    // the lease's expiry, whichever is first; then look again.
+    waiter->timer.expires_at(std::min(deadline, *lease_until + std::chrono::milliseconds(1)));
+    boost::system::error_code ec;
+    co_await waiter->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  s.metrics.misses.fetch_add(1, std::memory_order_relaxed);
+  co_return not_found(key);
+}
+
+asio::awaitable<Response> handle_head(Services& s, const std::string& key) {
+  auto h = co_await run_blocking(s.pool, [&s, key] { return s.backend.head(key); });
+  if (!h) {
+    if (h.error().code == Errc::not_found) co_return error_response(404, "not_found", "");
+    co_return storage_failure(s, "head", h.error());
+  }
+  Response r;
+  r.status = 200;
+  r.head_length = h->size;
+  r.set("Content-Type", "application/octet-stream");
+  co_return r;
+}
+
+asio::awaitable<Response> handle_put(Services& s, Request& req, const std::string& key) {
+  if (req.body.empty()) {
+    s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
+    co_return error_response(400, "empty_body", "PUT needs the bundle as the request body");
+  }
+  struct Outcome {
+    Result<CheckedUpload> checked;
+    std::optional<Result<storage::PutOutcome>> put;
+  };
+  auto body = std::make_shared<std::vector<std::uint8_t>>(std::move(req.body));
+  const std::uint64_t size = body->size();
+  auto outcome = co_await run_blocking(s.pool, [&s, key, body] {
+    Outcome o{check_upload(key, *body, s.config.max_body_bytes), std::nullopt};
+    if (o.checked) o.put = s.backend.put(key, *body, o.checked->meta);
+    return o;
+  });
+  if (!outcome.checked) {
+    s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
+    const Error& e = outcome.checked.error();
+    int status = e.code == Errc::too_large ? 413 : 400;
+    co_return error_response(status, errc_name(e.code), "bundle refused, nothing stored: " + e.message);
+  }
+  const auto& put = *outcome.put;
+  if (!put) {
+    s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
+    if (put.error().code == Errc::too_large) co_return error_response(413, "too_large", put.error().message);
+    co_return storage_failure(s, "put", put.error());
+  }
+  const auto& meta = outcome.checked->meta;
+  const bool stored = *put == storage::PutOutcome::stored;
+  if (stored) {
+    s.metrics.puts_stored.fetch_add(1, std::memory_order_relaxed);
+    s.metrics.stored(meta.target, meta.mode, size);
+  } else {
+    s.metrics.puts_present.fetch_add(1, std::memory_order_relaxed);
+  }
+  bool released = false;
+  if (const std::string* token = req.header("x-kcache-lease")) {
+    released = s.leases.release(key, *token) == LeaseOutcome::ok;
+  }
+  s.waiters.notify(key);
+  nlohmann::json body_json = {{"key", key},
+                              {"stored", stored},
+                              {"size", size},
+                              {"digest", outcome.checked->digest_hex},
+                              {"label", meta.label},
+                              {"lease_released", released}};
+  auto r = json_response(stored ? 201 : 200, body_json);
+  if (stored) r.set("Location", "/v1/artifacts/" + key);
+  co_return r;
+}
+
+asio::awaitable<Response> handle_delete(Services& s, const std::string& key) {
+  auto st = co_await run_blocking(s.pool, [&s, key] { return s.backend.remove(key); });
+  if (!st) {
+    if (st.error().code == Errc::not_found) co_return not_found(key);
+    co_return storage_failure(s, "remove", st.error());
+  }
+  Response r;
+  r.status = 204;
+  co_return r;
+}
+
+}  // namespace
+
+asio::awaitable<Response> handle_artifact(Services& s, Request& req, const RouteMatch& m) {
+  if (req.method == "GET") co_return co_await handle_get(s, req, m.key);
+  if (req.method == "HEAD") co_return co_await handle_head(s, m.key);
+  if (req.method == "PUT") co_return co_await handle_put(s, req, m.key);
+  co_return co_await handle_delete(s, m.key);
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,248 @@
+#include "server/config.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace kcache::server {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One option: its long name (also the config-file key), its environment
+// variable and the raw text it ended up with.
+struct Spec {
+  const char* name;
+  const char* env;
+  const char* help;
+  std::string value;
+};
+
+std::uint64_t to_u64(const std::string& name, const std::string& v, std::uint64_t max) {
+  std::uint64_t out = 0;
+  if (v.empty() || v.size() > 19) throw ConfigError("--" + name + ": not a number: '" + v + "'");
+  for (char c : v) {
+    if (c < '0' || c > '9') throw ConfigError("--" + name + ": not a number: '" + v + "'");
+    out = out * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (out > max) throw ConfigError("--" + name + ": out of range: " + v);
+  return out;
+}
+
+std::uint64_t to_size(const std::string& name, const std::string& v) {
+  auto s = parse_size(v);
+  if (!s) throw ConfigError("--" + name + ": not a size (want e.g. 20G, 500M, 4096): '" + v + "'");
+  return *s;
+}
+
+bool to_bool(const std::string& name, const std::string& v) {
+  auto l = lower(trim(v));
+  if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+  if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+  throw ConfigError("--" + name + ": not a boolean: '" + v + "'");
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  std::string t = trim(text);
+  std::size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  std::string num = t.substr(0, i);
+  std::string unit = lower(trim(t.substr(i)));
+  if (num.empty() || num.front() == '.' || std::count(num.begin(), num.end(), '.') > 1) return std::nullopt;
+  if (unit.size() > 1 && unit.back() == 'b') unit.pop_back();      // "GB" "GiB"
+  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();      // "Gi"
+  static const std::map<std::string, int> shifts = {
+      {"", 0}, {"b", 0}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}, {"p", 50}};
+  auto it = shifts.find(unit);
+  if (it == shifts.end()) return std::nullopt;
+  double v = 0;
+  try {
+    v = std::stod(num);
+  } catch (...) {
+    return std::nullopt;
+  }
+  double bytes = std::ldexp(v, it->second);
+  if (!(bytes >= 0) || bytes >= 1.8e19) return std::nullopt;
+  if (it->second == 0 && num.find('.') != std::string::npos) return std::nullopt;
+  return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text) {
+  std::string host, port;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return std::nullopt;  // bare IPv6 needs brackets
+  }
+  if (host.empty() || port.empty() || port.size() > 5) return std::nullopt;
+  unsigned p = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return std::nullopt;
+    p = p * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (p > 65535) return std::nullopt;
+  return std::make_pair(host, static_cast<std::uint16_t>(p));
+}
+
+std::vector<std::pair<std::string, std::string>> load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  std::vector<std::pair<std::string, std::string>> out;
+  if (trim(text).starts_with("{")) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw ConfigError(path + ": not a JSON object");
+    for (const auto& [k, v] : j.items()) {
+      if (v.is_string()) out.emplace_back(k, v.get<std::string>());
+      else if (v.is_boolean() || v.is_number_unsigned() || v.is_number_integer()) out.emplace_back(k, v.dump());
+      else throw ConfigError(path + ": value of '" + k + "' must be a string, number or boolean");
+    }
+    return out;
+  }
+  std::string line;
+  int lineno = 0;
+  std::istringstream lines(text);
+  while (std::getline(lines, line)) {
+    ++lineno;
+    std::string t = trim(line);
+    if (t.empty() || t.front() == '#' || t.front() == ';') continue;
+    auto eq = t.find('=');
+    if (eq == std::string::npos) throw ConfigError(path + ":" + std::to_string(lineno) + ": want key=value");
+    std::string v = trim(t.substr(eq + 1));
+    if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
+    out.emplace_back(trim(t.substr(0, eq)), v);
+  }
+  return out;
+}
+
+std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std::string* help_text) {
+  std::vector<Spec> specs = {
+      {"listen", "KCACHE_LISTEN", "HOST:PORT to listen on (port 0: any free port) [127.0.0.1:8420]", {}},
+      {"storage", "KCACHE_STORAGE", "memory:, disk:PATH or redis://[user:pass@]host:port/db [disk:./kcache-data]", {}},
+      {"max-bytes", "KCACHE_MAX_BYTES", "storage byte budget, e.g. 20G (0: unlimited) [0]", {}},
+      {"threads", "KCACHE_THREADS", "I/O threads (0: one per core) [0]", {}},
+      {"storage-threads", "KCACHE_STORAGE_THREADS", "blocking storage pool threads (0: auto) [0]", {}},
+      {"lease-ttl-ms", "KCACHE_LEASE_TTL_MS", "lease time to live in ms [60000]", {}},
+      {"max-body-bytes", "KCACHE_MAX_BODY_BYTES", "largest accepted upload [2G]", {}},
+      {"max-header-bytes", "KCACHE_MAX_HEADER_BYTES", "largest request line + headers [16K]", {}},
+      {"max-connections", "KCACHE_MAX_CONNECTIONS", "connections served at once [1024]", {}},
+      {"read-timeout-ms", "KCACHE_READ_TIMEOUT_MS", "deadline for request headers and idle keep-alive [30000]", {}},
+      {"write-timeout-ms", "KCACHE_WRITE_TIMEOUT_MS", "base deadline for a body or a response [30000]", {}},
+      {"min-transfer-rate", "KCACHE_MIN_TRANSFER_RATE", "bytes/s a body must at least move at [1M]", {}},
+      {"max-wait-ms", "KCACHE_MAX_WAIT_MS", "largest ?wait_ms honoured [600000]", {}},
+      {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM [10000]", {}},
+      {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off [info]", {}},
+      {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false [true]", {}},
+  };
+  CLI::App app{"kcache-server: the kcache compilation cache service"};
+  app.option_defaults()->always_capture_default(false);
+  std::string config_path;
+  app.add_option("--config", config_path, "config file: key=value lines or a JSON object")
+      ->envname("KCACHE_CONFIG");
+  for (auto& s : specs) app.add_option(std::string("--") + s.name, s.value, s.help)->envname(s.env);
+  bool insecure = false;
+  app.add_flag("--insecure-allow-remote", insecure,
+               "allow a non-loopback --listen without authentication")
+      ->envname("KCACHE_INSECURE_ALLOW_REMOTE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (help_text) *help_text = app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
+  }
+
+  if (!config_path.empty()) {
+    for (const auto& [k, v] : load_config_file(config_path)) {
+      if (k == "insecure-allow-remote") {
+        if (!app.get_option("--insecure-allow-remote")->count()) insecure = to_bool(k, v);
+        continue;
+      }
+      auto it = std::find_if(specs.begin(), specs.end(), [&](const Spec& s) { return k == s.name; });
+      if (it == specs.end()) throw ConfigError(config_path + ": unknown key '" + k + "'");
+      if (it->value.empty()) it->value = v;  // command line and environment win
+    }
+  }
+
+  ServerConfig c;
+  for (const auto& s : specs) {
+    if (s.value.empty()) continue;
+    std::string n = s.name;
+    const std::string& v = s.value;
+    if (n == "listen") {
+      auto hp = parse_host_port(v);
+      if (!hp) throw ConfigError("--listen: want HOST:PORT, got '" + v + "'");
+      c.listen_host = hp->first;
+      c.listen_port = hp->second;
+    } else if (n == "storage") {
+      c.storage = v;
+    } else if (n == "max-bytes") {
+      c.max_bytes = to_size(n, v);
+    } else if (n == "threads") {
+      c.threads = static_cast<unsigned>(to_u64(n, v, 1024));
+    } else if (n == "storage-threads") {
+      c.storage_threads = static_cast<unsigned>(to_u64(n, v, 1024));
+    } else if (n == "lease-ttl-ms") {
+      c.lease_ttl_ms = to_u64(n, v, 24ull * 3600 * 1000);
+      if (c.lease_ttl_ms < 100) throw ConfigError("--lease-ttl-ms: at least 100");
+    } else if (n == "max-body-bytes") {
+      c.max_body_bytes = to_size(n, v);
+    } else if (n == "max-header-bytes") {
+      auto b = to_size(n, v);
+      if (b < 1024 || b > (1u << 20)) throw ConfigError("--max-header-bytes: between 1K and 1M");
+      c.max_header_bytes = static_cast<std::uint32_t>(b);
+    } else if (n == "max-connections") {
+      c.max_connections = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
+      if (c.max_connections == 0) throw ConfigError("--max-connections: at least 1");
+    } else if (n == "read-timeout-ms") {
+      c.read_timeout_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "write-timeout-ms") {
+      c.write_timeout_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "min-transfer-rate") {
+      c.min_transfer_rate = to_size(n, v);
+      if (c.min_transfer_rate == 0) throw ConfigError("--min-transfer-rate: at least 1");
+    } else if (n == "max-wait-ms") {
+      c.max_wait_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "drain-timeout-ms") {
+      c.drain_timeout_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "log-level") {
+      c.log_level = v;
+    } else if (n == "access-log") {
+      c.access_log = to_bool(n, v);
+    }
+  }
+  c.insecure_allow_remote = insecure;
+  if (c.read_timeout_ms == 0 || c.write_timeout_ms == 0) throw ConfigError("timeouts must be > 0");
+  return c;
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,83 @@
+// ServerConfig: everything kcache-server is told at startup, and where it
+// comes from.
+//
+// Precedence, highest first: the command line, KCACHE_* environment
+// variables, the --config file (key=value lines or one JSON object, keys
+// named like the long options without the dashes), built-in defaults.
+// Configuration errors throw ConfigError; this is startup code, the one place
+// exceptions are used (STYLE.md).
+// Thread safety: plain value type, built once in main() and then read-only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kcache::server {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ServerConfig {
+  // Address to bind. Port 0 picks a free port; the bound one is printed as
+  // "listening on HOST:PORT" on stdout.
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 8420;
+  // Storage URI for storage::open_backend().
+  std::string storage = "disk:./kcache-data";
+  // Byte budget handed to the backend; 0 means unlimited.
+  std::uint64_t max_bytes = 0;
+  // I/O threads running the io_context (0: hardware concurrency, at least 2).
+  unsigned threads = 0;
+  // Threads of the blocking pool that runs every storage call and bundle
+  // verification (0: twice the I/O threads, at least 4).
+  unsigned storage_threads = 0;
+  // Lease time to live; a holder renews before it runs out.
+  std::uint64_t lease_ttl_ms = 60'000;
+  // Largest accepted request body (a bundle upload); larger is 413.
+  std::uint64_t max_body_bytes = 2ull << 30;
+  // Largest accepted request line plus headers; larger is 431.
+  std::uint32_t max_header_bytes = 16 * 1024;
+  // Bodies of routes other than PUT /v1/artifacts are small JSON.
+  std::uint64_t max_json_body_bytes = 1 << 20;
+  // Connections beyond this are answered 503 with Retry-After and closed.
+  std::uint32_t max_connections = 1024;
+  // Deadline for a request's headers, and for an idle keep-alive connection
+  // waiting for its next request.
+  std::uint64_t read_timeout_ms = 30'000;
+  // Deadline for a body or a response: write_timeout_ms plus the time the
+  // bytes take at min_transfer_rate (so a 1 GiB upload is not cut off, but a
+  // client trickling one byte a second is).
+  std::uint64_t write_timeout_ms = 30'000;
+  std::uint64_t min_transfer_rate = 1ull << 20;  // bytes per second
+  // Longest ?wait_ms a GET may ask for; larger values are clamped.
+  std::uint64_t max_wait_ms = 600'000;
+  // On SIGTERM/SIGINT, in-flight requests get this long to finish.
+  std::uint64_t drain_timeout_ms = 10'000;
+  // Listening on a non-loopback address without authentication is refused
+  // unless this is set (auth tokens come with TLS in a later version).
+  bool insecure_allow_remote = false;
+  std::string log_level = "info";
+  bool access_log = true;
+};
+
+// Parses argv, the environment and the optional config file. Throws
+// ConfigError with a readable message on bad input; `help_text` receives the
+// usage text and the function returns nullopt when --help was asked for.
+std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std::string* help_text);
+
+// "20G", "500M", "64k", "1.5GiB", "123" → bytes (binary multiples: K = 1024).
+// nullopt for anything else.
+std::optional<std::uint64_t> parse_size(const std::string& text);
+
+// "HOST:PORT" or "[V6]:PORT" → host, port. nullopt when malformed.
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
+
+// Loads a config file into (key, value) pairs. JSON if the first non-blank
+// character is '{', else key=value lines ('#' comments). Throws ConfigError.
+std::vector<std::pair<std::string, std::string>> load_config_file(const std::string& path);
+
+}  // namespace kcache::server

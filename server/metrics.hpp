@@ -1,0 +1,98 @@
+// Metrics: the server's counters, and their two renderings — Prometheus
+// text exposition (GET /metrics, format 0.0.4) and the JSON of GET /v1/stats.
+//
+// Counters only ever increase; gauges (entries, bytes, active leases and
+// connections) are sampled by the caller at render time and passed in.
+// Thread safety: every method may be called concurrently; scalar counters
+// are relaxed atomics, labelled families sit behind one mutex.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "server/lease_table.hpp"
+
+namespace kcache::server {
+
+// Values sampled when /metrics or /v1/stats is rendered.
+struct Gauges {
+  std::optional<std::uint64_t> entries;         // nullopt: storage did not answer
+  std::optional<std::uint64_t> bytes;
+  std::optional<std::uint64_t> capacity_bytes;
+  LeaseCounters leases;
+  std::uint64_t connections_active = 0;
+  std::uint64_t waiters = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  // One answered request. `route` is the route template ("/v1/artifacts/{key}").
+  void record_request(std::string_view route, std::string_view method, int status, double seconds,
+                      std::uint64_t bytes_in, std::uint64_t bytes_out);
+  // One failed storage call; `op` names the Backend method ("get", "put", …).
+  void storage_error(std::string_view op);
+  // A stored upload's metadata, for the per-target and per-mode breakdown.
+  void stored(const std::string& target, const std::string& mode, std::uint64_t bytes);
+
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::atomic<std::uint64_t> puts_stored{0};
+  std::atomic<std::uint64_t> puts_present{0};
+  std::atomic<std::uint64_t> puts_rejected{0};
+  std::atomic<std::uint64_t> evicted_entries{0};
+  std::atomic<std::uint64_t> evicted_bytes{0};
+  std::atomic<std::uint64_t> leases_waited{0};     // GETs that waited on a lease
+  std::atomic<std::uint64_t> waits_fulfilled{0};   // … and got the artifact
+  std::atomic<std::uint64_t> connections_accepted{0};
+  std::atomic<std::uint64_t> connections_rejected{0};
+  std::atomic<std::uint64_t> verify_corrupt{0};
+
+  std::string render_prometheus(const Gauges& g) const;
+
+  struct Breakdown {
+    std::uint64_t stored = 0;  // uploads stored by this process
+    std::uint64_t stored_bytes = 0;
+  };
+  // Totals kept here (not sampled): requests, bytes in/out, storage errors.
+  std::uint64_t requests_total() const;
+  std::uint64_t bytes_in() const { return bytes_in_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_out() const { return bytes_out_.load(std::memory_order_relaxed); }
+  std::uint64_t storage_errors_total() const;
+  std::map<std::string, Breakdown> stored_by_target() const;
+  std::map<std::string, Breakdown> stored_by_mode() const;
+  double uptime_seconds() const;
+
+ private:
+  static constexpr std::size_t k_buckets = 16;
+  struct Histogram {
+    std::array<std::uint64_t, k_buckets> counts{};  // non-cumulative
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+
+  const std::chrono::steady_clock::time_point started_;
+  std::atomic<std::uint64_t> bytes_in_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;  // GUARDED_BY(mu_)
+  std::map<std::string, Histogram> latency_;                                     // GUARDED_BY(mu_)
+  std::map<std::string, std::uint64_t> storage_errors_;                          // GUARDED_BY(mu_)
+  std::map<std::string, Breakdown> by_target_;                                   // GUARDED_BY(mu_)
+  std::map<std::string, Breakdown> by_mode_;                                     // GUARDED_BY(mu_)
+};
+
+// Escapes a Prometheus label value (backslash, double quote, newline).
+std::string prometheus_escape(std::string_view v);
+
+}  // namespace kcache::server

@@ -1,0 +1,200 @@
+#include "server/server.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/connections.hpp"
+#include "server/http_session.hpp"
+#include "server/services.hpp"
+
+namespace kcache::server {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+unsigned io_threads(const ServerConfig& c) {
+  if (c.threads) return c.threads;
+  return std::max(2u, std::thread::hardware_concurrency());
+}
+
+unsigned pool_threads(const ServerConfig& c) {
+  if (c.storage_threads) return c.storage_threads;
+  return std::max(4u, 2 * io_threads(c));
+}
+
+tcp::endpoint resolve(asio::io_context& ioc, const std::string& host, std::uint16_t port) {
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (!ec) return {addr, port};
+  tcp::resolver resolver(ioc);
+  auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) throw ConfigError("--listen: cannot resolve host '" + host + "'");
+  return *results.begin();
+}
+
+}  // namespace
+
+// Declaration order is destruction order reversed: the io_context (and with
+// it every suspended session coroutine) goes before the pool and storage it
+// refers to.
+struct Server::Impl {
+  ServerConfig config;
+  std::unique_ptr<storage::Backend> backend;
+  std::unique_ptr<LeaseTable> leases;
+  Waiters waiters;
+  Metrics metrics;
+  std::unique_ptr<Authorizer> authorizer;
+  std::atomic<bool> draining{false};
+  Connections connections;
+  asio::thread_pool pool;
+  std::unique_ptr<Services> services;
+  std::unique_ptr<asio::io_context> ioc;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<asio::signal_set> signals;
+
+  Impl(ServerConfig c, std::unique_ptr<storage::Backend> b)
+      : config(std::move(c)),
+        backend(std::move(b)),
+        leases(make_in_process_lease_table(config.lease_ttl_ms)),
+        authorizer(make_loopback_authorizer(config.insecure_allow_remote)),
+        pool(pool_threads(config)),
+        ioc(std::make_unique<asio::io_context>(static_cast<int>(io_threads(config)))) {
+    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, metrics, *authorizer, pool,
+                                                   draining, [this] { return connections.count(); }});
+    auto ep = resolve(*ioc, config.listen_host, config.listen_port);
+    if (!ep.address().is_loopback() && !config.insecure_allow_remote) {
+      throw ConfigError("refusing to listen on non-loopback address " + ep.address().to_string() +
+                        " without authentication; pass --insecure-allow-remote to force it");
+    }
+    acceptor = std::make_unique<tcp::acceptor>(*ioc);
+    boost::system::error_code ec;
+    acceptor->open(ep.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor->bind(ep, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) throw ConfigError("cannot listen on " + config.listen_host + ":" + std::to_string(config.listen_port) + ": " + ec.message());
+  }
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor->async_accept(asio::make_strand(*ioc),
+                                                           asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (draining.load() || ec == asio::error::operation_aborted) co_return;
+        // EMFILE and friends: back off briefly instead of spinning.
+        spdlog::warn("accept failed: {}", ec.message());
+        asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      boost::system::error_code opt_ec;
+      socket.set_option(tcp::no_delay(true), opt_ec);
+      metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      if (connections.count() >= config.max_connections) {
+        reject_connection(std::move(socket), *services);
+        continue;
+      }
+      start_session(std::move(socket), *services, connections);
+    }
+  }
+
+  // Counts leases that ran out even when nobody asks about them.
+  asio::awaitable<void> sweep_loop() {
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (!draining.load()) {
+      t.expires_after(std::chrono::seconds(1));
+      boost::system::error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      leases->sweep();
+    }
+  }
+
+  void begin_drain() {
+    if (draining.exchange(true)) return;
+    spdlog::info("draining: {} connection(s) open", connections.count());
+    asio::post(*ioc, [this] {
+      boost::system::error_code ec;
+      acceptor->close(ec);
+    });
+    waiters.notify_all();
+    connections.close_idle();
+    asio::co_spawn(*ioc, drain_loop(), asio::detached);
+  }
+
+  asio::awaitable<void> drain_loop() {
+    auto deadline = Clock::now() + std::chrono::milliseconds(config.drain_timeout_ms);
+    asio::steady_timer t(co_await asio::this_coro::executor);
+    while (connections.count() > 0 && Clock::now() < deadline) {
+      t.expires_after(std::chrono::milliseconds(20));
+      boost::system::error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      connections.close_idle();
+    }
+    if (connections.count() > 0) spdlog::warn("drain timeout: closing {} connection(s)", connections.count());
+    ioc->stop();
+  }
+};
+
+Server::Server(ServerConfig config, std::unique_ptr<storage::Backend> backend)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(backend))) {}
+
+Server::~Server() {
+  if (!impl_) return;
+  // Pool jobs may still hand results to the io_context: finish them first,
+  // then drop the io_context with every coroutine frame it holds.
+  impl_->pool.join();
+  impl_->signals.reset();
+  impl_->acceptor.reset();
+  impl_->ioc.reset();
+}
+
+std::uint16_t Server::port() const {
+  boost::system::error_code ec;
+  return impl_->acceptor->local_endpoint(ec).port();
+}
+
+void Server::stop() { impl_->begin_drain(); }
+
+int Server::run() {
+  auto& im = *impl_;
+  auto ep = im.acceptor->local_endpoint();
+  std::string host = ep.address().to_string();
+  if (ep.address().is_v6()) host = "[" + host + "]";
+  std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(ep.port()));
+  std::fflush(stdout);
+  spdlog::info("kcache-server listening on {}:{} storage={} io_threads={} storage_threads={} lease_ttl_ms={}", host,
+               ep.port(), im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms);
+
+  im.signals = std::make_unique<asio::signal_set>(*im.ioc, SIGINT, SIGTERM);
+  im.signals->async_wait([&im](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", sig);
+    im.begin_drain();
+  });
+  asio::co_spawn(*im.ioc, im.accept_loop(), asio::detached);
+  asio::co_spawn(*im.ioc, im.sweep_loop(), asio::detached);
+
+  std::vector<std::thread> threads;
+  const unsigned n = io_threads(im.config);
+  for (unsigned i = 1; i < n; ++i) threads.emplace_back([&im] { im.ioc->run(); });
+  im.ioc->run();
+  for (auto& t : threads) t.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace kcache::server

@@ -1,0 +1,79 @@
+// Services: what route handlers share — configuration, storage, leases,
+// waiters, metrics, the authorizer and the blocking pool — plus
+// run_blocking(), the one way a handler calls something that may block.
+//
+// Ownership: Server (server/server.hpp) owns every member and outlives all
+// sessions. Thread safety: every member is safe for concurrent use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "server/authorizer.hpp"
+#include "server/config.hpp"
+#include "server/http_types.hpp"
+#include "server/lease_table.hpp"
+#include "server/metrics.hpp"
+#include "server/router.hpp"
+#include "server/waiters.hpp"
+#include "storage/backend.hpp"
+
+namespace kcache::server {
+
+struct Services {
+  const ServerConfig& config;
+  storage::Backend& backend;
+  LeaseTable& leases;
+  Waiters& waiters;
+  Metrics& metrics;
+  const Authorizer& authorizer;
+  boost::asio::thread_pool& pool;
+  const std::atomic<bool>& draining;
+  std::function<std::uint64_t()> connections_active;
+};
+
+// Runs fn() on the blocking pool and resumes the calling coroutine on its
+// own executor (the session strand) with the result. I/O threads never run fn.
+template <typename F>
+boost::asio::awaitable<std::invoke_result_t<F>> run_blocking(boost::asio::thread_pool& pool, F fn) {
+  using T = std::invoke_result_t<F>;
+  auto initiate = [&pool](auto handler, F f) {
+    boost::asio::post(pool, [handler = std::move(handler), f = std::move(f)]() mutable {
+      T result = f();
+      auto ex = boost::asio::get_associated_executor(handler);
+      boost::asio::dispatch(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
+        std::move(handler)(std::move(result));
+      });
+    });
+  };
+  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(T)>(
+      std::move(initiate), boost::asio::use_awaitable, std::move(fn));
+}
+
+// Maps an unexpected storage failure to a response (507 full, 503
+// unavailable/timeout, 400 invalid_argument, else 500), counting it.
+Response storage_failure(Services& s, const char* op, const Error& e);
+
+// Before the body is read: the route, or the response that ends the request
+// here (400 bad path or key, 404 no route, 405, 401/403).
+std::variant<RouteMatch, Response> preflight(Services& s, const Request& req);
+
+// After the body is read: the answer. REQUIRES: `m` from preflight(req).
+boost::asio::awaitable<Response> handle_request(Services& s, Request& req, const RouteMatch& m);
+
+// Per-route handlers (artifact_routes.cpp, lease_routes.cpp, admin_routes.cpp).
+boost::asio::awaitable<Response> handle_artifact(Services& s, Request& req, const RouteMatch& m);
+boost::asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m);
+boost::asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m);
+
+}  // namespace kcache::server

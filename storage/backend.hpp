@@ -1,0 +1,134 @@
+// Backend: where kcache-server keeps artifact bundles.
+//
+// Three implementations: memory (tests, hot tier), disk (the embedded
+// default) and redis. One conformance suite (tests/cpp/storage_conformance_test.cpp)
+// runs against all of them.
+//
+// Contract:
+//  - Objects are immutable, named by their 64-hex cache key. put() is first
+//    writer wins: a put of a present key returns PutOutcome::already_present
+//    and changes nothing. Publication is atomic: a concurrent get() sees the
+//    whole object or nothing.
+//  - Metadata (EntryMeta) is supplied by the caller from the *verified*
+//    manifest; the backend stores it beside the object and maintains size,
+//    created, last access and hits itself.
+//  - Expected failures are values: Errc::not_found, timeout, unavailable,
+//    full, corrupt, io_error, invalid_argument (a malformed key). Nothing
+//    throws; only open_backend() reports configuration errors, as values too.
+//  - get() of an object that fails verification returns Errc::corrupt, and
+//    the backend quarantines (disk) or removes (redis, memory) it; it is
+//    never served again.
+//  - Blocking: every call may block (disk I/O, network). Callers on I/O
+//    threads must hop to a blocking pool first.
+// Thread safety: every method may be called concurrently from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace kcache::storage {
+
+struct EntryMeta {
+  std::string label;      // "GPT2Block/cpu:avx512/f32/default/train"
+  std::string target;     // short target, e.g. "cpu:avx512" or "cuda:sm_90"
+  std::string mode;       // "default", "max-autotune", "aoti", "resp" …
+  std::string dtype;      // "f32", "bf16" …
+  std::string toolchain;  // short toolchain id, e.g. "torch-2.13.0"
+  std::uint64_t compile_ms = 0;
+};
+
+struct Entry {
+  std::string key;  // 64 hex
+  EntryMeta meta;
+  std::uint64_t size = 0;
+  std::int64_t created_ms = 0;      // unix epoch milliseconds
+  std::int64_t last_access_ms = 0;  // updated by get()
+  std::uint64_t hits = 0;           // successful get()s
+};
+
+enum class PutOutcome { stored, already_present };
+
+enum class SortBy { key, size, last_access, hits, created };
+
+struct ListQuery {
+  std::string label_prefix;  // empty: any
+  std::string target;        // empty: any; otherwise exact match
+  std::string mode;
+  std::string toolchain;
+  SortBy sort = SortBy::key;
+  bool descending = false;
+  std::size_t limit = 1000;
+  std::string cursor;  // opaque; from ListPage::next_cursor
+};
+
+struct ListPage {
+  std::vector<Entry> entries;
+  std::string next_cursor;  // empty when there are no more
+};
+
+struct Usage {
+  std::uint64_t entries = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t capacity_bytes = 0;  // 0: unlimited
+};
+
+// What to evict. Filters combine with AND; max_bytes then evicts the least
+// recently used matching entries until usage <= max_bytes.
+struct EvictPolicy {
+  std::optional<std::uint64_t> max_bytes;
+  std::optional<std::int64_t> older_than_ms;  // last access older than now - this
+  std::string target;
+  std::string mode;
+  std::string label_prefix;
+  std::string toolchain;
+  bool dry_run = false;
+};
+
+struct EvictReport {
+  std::vector<std::string> keys;  // evicted (or, for dry_run, would be)
+  std::uint64_t bytes = 0;
+};
+
+struct VerifyReport {
+  std::uint64_t checked = 0;
+  std::vector<std::string> corrupt;  // keys found corrupt
+  std::uint64_t removed = 0;         // corrupt entries quarantined/removed
+};
+
+// Called for each object during verify(): returns false when bytes are bad.
+// The server passes artifact::inspect_bundle plus the key check, so the
+// storage layer does not depend on the bundle format.
+using Verifier = std::function<bool(const std::string& key, const std::vector<std::uint8_t>& bytes)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Result<std::vector<std::uint8_t>> get(const std::string& key) = 0;
+  virtual Result<Entry> head(const std::string& key) = 0;
+  virtual Result<PutOutcome> put(const std::string& key, const std::vector<std::uint8_t>& bytes,
+                                 const EntryMeta& meta) = 0;
+  virtual Status remove(const std::string& key) = 0;  // not_found if absent
+  virtual Result<ListPage> list(const ListQuery& query) = 0;
+  virtual Result<Usage> usage() = 0;
+  virtual Result<EvictReport> evict(const EvictPolicy& policy) = 0;
+  // Scrubs every object; with remove=true corrupt ones are quarantined or removed.
+  virtual Result<VerifyReport> verify(const Verifier& verifier, bool remove) = 0;
+  // Cheap reachability check for /readyz.
+  virtual Status ping() = 0;
+  // "memory", "disk", "redis".
+  virtual std::string name() const = 0;
+};
+
+// Opens a backend from a URI: "memory:", "disk:PATH", "redis://[user:pass@]host:port/db".
+// capacity_bytes (0 = unlimited) is the budget for put(): beyond it, the
+// backend evicts LRU entries (disk, memory) or returns Errc::full.
+Result<std::unique_ptr<Backend>> open_backend(const std::string& uri, std::uint64_t capacity_bytes);
+
+}  // namespace kcache::storage

@@ -1,0 +1,30 @@
+// PutFaultHook: fault injection for crash-safety tests.
+//
+// The disk and redis backends call before_publish() after an object's bytes
+// are durably in their temporary place (temp file fsynced / temp chunk keys
+// written with their TTL) and before the publish step that makes it visible.
+// A test installs a hook that signals its parent and then sleeps, so that a
+// SIGKILL provably lands mid-put. Production code passes no hook.
+//
+// KCACHE_FAULT_PAUSE_PUT_MS=N (read by open_backend()) installs a hook that
+// sleeps N ms at that point, for end-to-end tests of kcache-server that
+// cannot inject an object; it is logged on stderr at open so that it is
+// never left on by accident.
+// Thread safety: before_publish() may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace kcache::storage {
+
+class PutFaultHook {
+ public:
+  virtual ~PutFaultHook() = default;
+  virtual void before_publish(const std::string& key) = 0;
+};
+
+// The hook KCACHE_FAULT_PAUSE_PUT_MS asks for, or nullptr when it is unset.
+std::shared_ptr<PutFaultHook> fault_hook_from_env();
+
+}  // namespace kcache::storage

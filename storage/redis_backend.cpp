@@ -1,0 +1,350 @@
+#include "storage/redis_backend.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+
+#include "common/hex.hpp"
+#include "common/sha256.hpp"
+#include "storage/disk_files.hpp"
+#include "storage/entry_query.hpp"
+#include "storage/redis_pool.hpp"
+#include "storage/redis_scripts.hpp"
+
+namespace kcache::storage {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+using redis::Args;
+using redis::RedisConn;
+using redis::Reply;
+
+constexpr std::string_view k_lru = "kcache:{index}:lru";
+constexpr std::string_view k_sizes = "kcache:{index}:sizes";
+constexpr std::string_view k_usage = "kcache:{index}:usage";
+
+std::string meta_key(const std::string& hex) { return "kcache:{" + hex + "}:meta"; }
+
+std::string str(const redisReply* r) {
+  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
+  return std::string(r->str, r->len);
+}
+
+std::int64_t num(const redisReply* r) {
+  if (r != nullptr && r->type == REDIS_REPLY_INTEGER) return r->integer;
+  std::string s = str(r);
+  return s.empty() ? 0 : std::strtoll(s.c_str(), nullptr, 10);
+}
+
+// Entry from the k_meta_fields values at r->element[first ...].
+Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first) {
+  auto f = [&](int i) { return r->element[first + static_cast<std::size_t>(i)]; };
+  Entry e;
+  e.key = hex;
+  e.size = static_cast<std::uint64_t>(num(f(0)));
+  e.created_ms = num(f(3));
+  e.last_access_ms = num(f(4));
+  e.hits = static_cast<std::uint64_t>(num(f(5)));
+  e.meta.label = str(f(6));
+  e.meta.target = str(f(7));
+  e.meta.mode = str(f(8));
+  e.meta.dtype = str(f(9));
+  e.meta.toolchain = str(f(10));
+  e.meta.compile_ms = static_cast<std::uint64_t>(num(f(11)));
+  return e;
+}
+
+class RedisBackend final : public Backend {
+ public:
+  explicit RedisBackend(RedisOptions opts) : opts_(std::move(opts)), pool_(opts_) {}
+
+  Result<Bytes> get(const std::string& key) override {
+    if (auto s = check_key(key); !s) return s.error();
+    return read(key, /*touch=*/true, nullptr);
+  }
+
+  Result<Entry> head(const std::string& key) override {
+    if (auto s = check_key(key); !s) return s.error();
+    std::string mk = meta_key(key);
+    return pool_.run([&](RedisConn& c) -> Result<Entry> {
+      Args args = {"HMGET", mk};
+      for (const char* f : redis::k_meta_fields) args.push_back(f);
+      auto r = c.command(args);
+      if (!r) return r.error();
+      if ((*r)->element[0]->type == REDIS_REPLY_NIL) return make_error(Errc::not_found, "no such object");
+      return parse_entry(key, r->get(), 0);
+    });
+  }
+
+  Result<PutOutcome> put(const std::string& key, const Bytes& bytes, const EntryMeta& meta) override {
+    if (auto s = check_key(key); !s) return s.error();
+    if (opts_.capacity_bytes != 0 && bytes.size() > opts_.capacity_bytes) {
+      return make_error(Errc::full, "object larger than the redis capacity");
+    }
+    std::string mk = meta_key(key);
+    auto present = pool_.run([&](RedisConn& c) { return c.command({"EXISTS", mk}); });
+    if (!present) return present.error();
+    if (num(present->get()) == 1) return PutOutcome::already_present;
+    if (opts_.capacity_bytes != 0) {
+      if (auto s = make_room(bytes.size()); !s) return s.error();
+    }
+    std::string token = disk::random_token();
+    std::size_t chunks = (bytes.size() + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
+    std::string prefix = "kcache:{" + key + "}:tmp:" + token + ":";
+    if (auto s = write_temps(prefix, bytes, chunks); !s) return s.error();
+    if (opts_.fault_hook) opts_.fault_hook->before_publish(key);
+
+    std::string now = std::to_string(now_ms());
+    std::string n = std::to_string(chunks), size = std::to_string(bytes.size());
+    std::string sha = to_hex(sha256(bytes)), cms = std::to_string(meta.compile_ms);
+    Args args = {"EVAL", redis::k_publish_script, "1", mk, token, n,
+                 "size", size, "sha256", sha, "chunks", n, "created_ms", now, "last_access_ms", now,
+                 "hits", "0", "label", meta.label, "target", meta.target, "mode", meta.mode,
+                 "dtype", meta.dtype, "toolchain", meta.toolchain, "compile_ms", cms};
+    auto r = pool_.run([&](RedisConn& c) { return c.command(args); });
+    if (!r) return r.error();
+    std::int64_t outcome = num(r->get());
+    if (outcome == 0) return PutOutcome::already_present;
+    if (outcome < 0) return make_error(Errc::timeout, "redis: temp chunks expired before publish");
+    // Not atomic with the publish (a Cluster would put the index on another
+    // slot); an entry missed here is re-indexed by verify().
+    auto idx = pool_.run([&](RedisConn& c) {
+      return c.command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, key, now, size});
+    });
+    if (!idx) return idx.error();
+    return PutOutcome::stored;
+  }
+
+  Status remove(const std::string& key) override {
+    if (auto s = check_key(key); !s) return s.error();
+    auto size = delete_entry(key, "");
+    if (!size) return size.error();
+    if (*size < 0) return make_error(Errc::not_found, "no such object");
+    return Ok{};
+  }
+
+  Result<ListPage> list(const ListQuery& query) override {
+    auto all = all_entries();
+    if (!all) return all.error();
+    return make_page(std::move(*all), query);
+  }
+
+  Result<Usage> usage() override {
+    return pool_.run([&](RedisConn& c) -> Result<Usage> {
+      auto r = c.command({"HMGET", k_usage, "entries", "bytes"});
+      if (!r) return r.error();
+      return Usage{static_cast<std::uint64_t>(num((*r)->element[0])),
+                   static_cast<std::uint64_t>(num((*r)->element[1])), opts_.capacity_bytes};
+    });
+  }
+
+  Result<EvictReport> evict(const EvictPolicy& policy) override {
+    auto all = all_entries();
+    if (!all) return all.error();
+    auto u = usage();
+    if (!u) return u.error();
+    auto report = select_for_eviction(std::move(*all), policy, u->bytes, now_ms());
+    if (!report || policy.dry_run) return report;
+    EvictReport done;
+    for (const auto& key : report->keys) {
+      auto size = delete_entry(key, "");
+      if (!size) return size.error();
+      if (*size < 0) continue;
+      done.keys.push_back(key);
+      done.bytes += static_cast<std::uint64_t>(*size);
+    }
+    return done;
+  }
+
+  Result<VerifyReport> verify(const Verifier& verifier, bool remove) override {
+    if (auto s = reindex(); !s) return s.error();
+    auto all = all_entries();
+    if (!all) return all.error();
+    VerifyReport report;
+    for (const Entry& e : *all) {
+      auto bytes = read(e.key, /*touch=*/false, &verifier, remove);
+      if (!bytes && bytes.error().code != Errc::corrupt) {
+        if (bytes.error().code == Errc::not_found) continue;
+        return bytes.error();
+      }
+      report.checked++;
+      if (bytes) continue;
+      report.corrupt.push_back(e.key);
+      if (remove) report.removed++;
+    }
+    return report;
+  }
+
+  Status ping() override {
+    auto r = pool_.run([](RedisConn& c) { return c.command({"PING"}); });
+    if (!r) return r.error();
+    return Ok{};
+  }
+
+  std::string name() const override { return "redis"; }
+
+ private:
+  Status write_temps(const std::string& prefix, const Bytes& bytes, std::size_t chunks) {
+    std::string ttl = std::to_string(opts_.temp_ttl.count());
+    std::vector<std::string> names;
+    std::vector<Args> cmds;
+    for (std::size_t i = 0; i < chunks; ++i) names.push_back(prefix + std::to_string(i));
+    for (std::size_t i = 0; i < chunks; ++i) {
+      std::size_t off = i * opts_.chunk_bytes;
+      std::size_t len = std::min(opts_.chunk_bytes, bytes.size() - off);
+      std::string_view part(reinterpret_cast<const char*>(bytes.data()) + off, len);
+      cmds.push_back({"SET", names[i], part, "PX", ttl});
+    }
+    if (cmds.empty()) return Ok{};
+    auto r = pool_.run([&](RedisConn& c) { return c.pipeline(cmds); });
+    if (!r) return r.error();  // what was written expires with the TTL
+    return Ok{};
+  }
+
+  // Reads meta and chunks atomically and checks them; on a bad object deletes
+  // it (if `remove_bad`) and returns Errc::corrupt.
+  Result<Bytes> read(const std::string& key, bool touch, const Verifier* verifier, bool remove_bad = true) {
+    std::string mk = meta_key(key), now = std::to_string(now_ms());
+    auto r = pool_.run([&](RedisConn& c) -> Result<std::vector<Reply>> {
+      std::vector<Args> cmds = {{"EVAL", redis::k_get_script, "1", mk, touch ? "1" : "0", now}};
+      if (touch) cmds.push_back({"ZADD", k_lru, "XX", now, key});
+      return c.pipeline(cmds);
+    });
+    if (!r) return r.error();
+    const redisReply* m = (*r)[0].get();
+    if (m->type != REDIS_REPLY_ARRAY) return make_error(Errc::not_found, "no such object");
+    std::uint64_t size = static_cast<std::uint64_t>(num(m->element[0]));
+    std::string sha = str(m->element[1]);
+    Bytes bytes;
+    bytes.reserve(size);
+    std::string why;
+    for (std::size_t i = redis::k_meta_field_count; i < m->elements; ++i) {
+      const redisReply* c = m->element[i];
+      if (c->type != REDIS_REPLY_STRING) {
+        why = "a chunk is missing (evicted by Redis maxmemory?)";
+        break;
+      }
+      bytes.insert(bytes.end(), c->str, c->str + c->len);
+    }
+    if (why.empty() && bytes.size() != size) why = "size differs from its meta";
+    if (why.empty() && to_hex(sha256(bytes)) != sha) why = "SHA-256 differs from its meta";
+    if (why.empty() && verifier != nullptr && !(*verifier)(key, bytes)) why = "rejected by the verifier";
+    if (why.empty()) return bytes;
+    if (remove_bad) {
+      auto deleted = delete_entry(key, sha);  // only the entry we read, not a newer one
+      (void)deleted;  // corrupt either way; a failed delete is retried on the next get
+      why += "; entry deleted";
+    }
+    return make_error(Errc::corrupt, "object " + key + " " + why);
+  }
+
+  // Deletes the entry (if its sha256 is `sha`, or any with ""), then drops it
+  // from the index. Returns its size, or -1 if there was none.
+  Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha) {
+    std::string mk = meta_key(key);
+    return pool_.run([&](RedisConn& c) -> Result<std::int64_t> {
+      auto r = c.pipeline({{"EVAL", redis::k_delete_script, "1", mk, sha},
+                           {"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, key}});
+      if (!r) return r.error();
+      return num((*r)[0].get());
+    });
+  }
+
+  // Every indexed entry's metadata; index members without meta are dropped.
+  Result<std::vector<Entry>> all_entries() {
+    return pool_.run([&](RedisConn& c) -> Result<std::vector<Entry>> {
+      auto members = c.command({"ZRANGE", k_lru, "0", "-1"});
+      if (!members) return members.error();
+      std::vector<std::string> keys;
+      for (std::size_t i = 0; i < (*members)->elements; ++i) keys.push_back(str((*members)->element[i]));
+      std::vector<Entry> out;
+      constexpr std::size_t k_batch = 512;
+      for (std::size_t start = 0; start < keys.size(); start += k_batch) {
+        std::vector<std::string> mks;
+        std::vector<Args> cmds;
+        std::size_t end = std::min(keys.size(), start + k_batch);
+        for (std::size_t i = start; i < end; ++i) mks.push_back(meta_key(keys[i]));
+        for (const auto& mk : mks) {
+          Args a = {"HMGET", mk};
+          for (const char* f : redis::k_meta_fields) a.push_back(f);
+          cmds.push_back(std::move(a));
+        }
+        auto r = c.pipeline(cmds);
+        if (!r) return r.error();
+        for (std::size_t i = start; i < end; ++i) {
+          const redisReply* m = (*r)[i - start].get();
+          if (m->element[0]->type == REDIS_REPLY_NIL) {
+            auto gone = c.command({"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, keys[i]});
+            if (!gone) return gone.error();
+            continue;
+          }
+          out.push_back(parse_entry(keys[i], m, 0));
+        }
+      }
+      return out;
+    });
+  }
+
+  // Adds entries whose publish landed but whose index update did not.
+  Status reindex() {
+    return pool_.run([&](RedisConn& c) -> Status {
+      std::string cursor = "0";
+      do {
+        auto r = c.command({"SCAN", cursor, "MATCH", "kcache:{*}:meta", "COUNT", "1000"});
+        if (!r) return r.error();
+        cursor = str((*r)->element[0]);
+        const redisReply* names = (*r)->element[1];
+        for (std::size_t i = 0; i < names->elements; ++i) {
+          std::string mk = str(names->element[i]);
+          std::string hex = mk.substr(8, 64);  // "kcache:{" is 8 characters
+          auto m = c.command({"HMGET", mk, "size", "last_access_ms"});
+          if (!m) return m.error();
+          std::string size = str((*m)->element[0]), last = str((*m)->element[1]);
+          if (size.empty()) continue;
+          auto add = c.command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, hex,
+                                last.empty() ? "0" : last, size});
+          if (!add) return add.error();
+        }
+      } while (cursor != "0");
+      return Ok{};
+    });
+  }
+
+  // Deletes least recently used entries until `incoming` more bytes fit.
+  Status make_room(std::uint64_t incoming) {
+    for (;;) {
+      auto u = usage();
+      if (!u) return u.error();
+      std::uint64_t bytes = u->bytes;
+      if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
+      auto oldest = pool_.run([&](RedisConn& c) { return c.command({"ZRANGE", k_lru, "0", "15"}); });
+      if (!oldest) return oldest.error();
+      if ((*oldest)->elements == 0) return make_error(Errc::full, "redis capacity reached");
+      for (std::size_t i = 0; i < (*oldest)->elements; ++i) {
+        auto d = delete_entry(str((*oldest)->element[i]), "");
+        if (!d) return d.error();
+        if (*d > 0) bytes -= std::min(bytes, static_cast<std::uint64_t>(*d));
+        if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
+      }
+    }
+  }
+
+  const RedisOptions opts_;
+  redis::RedisPool pool_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options) {
+  if (options.pool_size == 0 || options.chunk_bytes == 0) {
+    return make_error(Errc::invalid_argument, "redis pool_size and chunk_bytes must be positive");
+  }
+  // hiredis 0.14 writes with write(): without this a reset socket raises SIGPIPE.
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  auto backend = std::make_unique<RedisBackend>(options);
+  if (auto s = backend->ping(); !s) return s.error();
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace kcache::storage

@@ -1,0 +1,69 @@
+// RedisBackend: artifacts in a shared Redis (single instance or a primary
+// with replicas; Cluster is future work, see docs/operations.md "## Storage").
+//
+// Key scheme (one hash tag per entry, so Cluster would keep an entry in one slot):
+//   kcache:{<hex>}:meta                 hash: size sha256 chunks created_ms
+//                                        last_access_ms hits label target mode
+//                                        dtype toolchain compile_ms
+//   kcache:{<hex>}:chunk:<N>            the object, in chunk_bytes pieces
+//   kcache:{<hex>}:tmp:<token>:<N>      a put's chunks before publish (PX temp_ttl)
+//   kcache:{index}:lru                  zset member=<hex> score=last access ms
+//   kcache:{index}:sizes                hash <hex> -> size
+//   kcache:{index}:usage                hash entries, bytes
+// put(): SET the temp chunks with a TTL, [fault hook], then one Lua script
+// on the entry's keys commits only if the meta key is absent (RENAME +
+// PERSIST each chunk, HSET meta); a second script adds it to the index. A
+// crash before the commit leaves temp keys that expire; a crash between the
+// two scripts leaves an unindexed entry that verify() re-indexes.
+// get(): one Lua script reads meta and all chunks atomically (and bumps hits
+// and last access); the bytes are checked against the SHA-256 in meta on
+// every get; a mismatch or missing chunk deletes the entry (Errc::corrupt).
+// Connections: a pool of hiredis synchronous contexts; each call runs on the
+// caller's thread. Connect and operation timeouts are separate. A broken
+// connection is dropped; a call that failed on a reused connection is retried
+// once on a fresh one, so a Redis restart costs at most one failed call per
+// idle connection and needs no reopen. Redis down: Errc::unavailable (refused,
+// reset) or Errc::timeout (no answer within op_timeout).
+// open ignores SIGPIPE process-wide: hiredis 0.14 writes with write(), and a
+// write to a reset socket would otherwise kill the process.
+// Thread safety: every method may be called concurrently.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/result.hpp"
+#include "storage/backend.hpp"
+#include "storage/fault_hook.hpp"
+
+namespace kcache::storage {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  int db = 0;
+  std::string user;      // Redis 6 ACL user; empty: AUTH <password> only
+  std::string password;  // never logged
+  std::chrono::milliseconds connect_timeout{1000};
+  std::chrono::milliseconds op_timeout{2000};
+  std::size_t pool_size = 8;  // connections at most; more callers wait up to op_timeout
+  // How long a put's temp chunks outlive a crashed writer. Long enough for
+  // the slowest upload of one object, short enough not to hoard memory.
+  std::chrono::milliseconds temp_ttl{300'000};
+  std::size_t chunk_bytes = 1 << 20;  // under Redis's 512 MB limit, small enough not to stall it
+  std::uint64_t capacity_bytes = 0;   // 0: unlimited
+  std::shared_ptr<PutFaultHook> fault_hook;  // tests only
+};
+
+// Parses redis://[user:pass@]host[:port][/db][?connect_timeout_ms=N&timeout_ms=N&pool=N].
+// With no password in the URL, KCACHE_REDIS_PASSWORD_FILE names a file whose
+// first line is the password. Errc::invalid_argument for a malformed URL.
+Result<RedisOptions> parse_redis_url(const std::string& url);
+
+// Connects once to check the server and credentials: Errc::unavailable if
+// Redis cannot be reached (the backend is not created then).
+Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options);
+
+}  // namespace kcache::storage
