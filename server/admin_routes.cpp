@@ -55,7 +55,8 @@ Gauges sample_gauges(Services& s, const Result<storage::Usage>& u) {
 
 asio::awaitable<Response> readyz(Services& s) {
   if (s.draining.load()) co_return error_response(503, "shutting_down", "the server is draining");
-  auto st = co_await run_blocking(s.pool, [&s] { return s.backend.ping(); });
+  auto st_job = [&s] { return s.backend.ping(); };
+  auto st = co_await run_blocking(s.pool, st_job);
   if (!st) {
     s.metrics.storage_error("ping");
     co_return error_response(503, "storage_unavailable", st.error().message);
@@ -64,7 +65,8 @@ asio::awaitable<Response> readyz(Services& s) {
 }
 
 asio::awaitable<Response> metrics(Services& s) {
-  auto u = co_await run_blocking(s.pool, [&s] { return s.backend.usage(); });
+  auto u_job = [&s] { return s.backend.usage(); };
+  auto u = co_await run_blocking(s.pool, u_job);
   if (!u) s.metrics.storage_error("usage");
   co_return text_response(200, s.metrics.render_prometheus(sample_gauges(s, u)), "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -80,7 +82,7 @@ asio::awaitable<Response> stats(Services& s) {
     bool truncated = false;
     std::optional<Error> error;
   };
-  auto scan = co_await run_blocking(s.pool, [&s] {
+  auto scan_job = [&s] {
     Scan sc{s.backend.usage(), {}, {}, false, std::nullopt};
     storage::ListQuery q;
     q.limit = 1000;
@@ -107,7 +109,8 @@ asio::awaitable<Response> stats(Services& s) {
       q.cursor = page->next_cursor;
     }
     return sc;
-  });
+  };
+  auto scan = co_await run_blocking(s.pool, scan_job);
   if (!scan.usage) s.metrics.storage_error("usage");
   if (scan.error) s.metrics.storage_error("list");
   Gauges g = sample_gauges(s, scan.usage);
@@ -185,7 +188,8 @@ asio::awaitable<Response> entries(Services& s, Request& req) {
       co_return error_response(400, "bad_query", "unknown query parameter '" + k.substr(0, 64) + "'");
     }
   }
-  auto page = co_await run_blocking(s.pool, [&s, q] { return s.backend.list(q); });
+  auto page_job = [&s, &q] { return s.backend.list(q); };
+  auto page = co_await run_blocking(s.pool, page_job);
   if (!page) {
     if (page.error().code == Errc::invalid_argument) co_return error_response(400, "bad_query", page.error().message);
     co_return storage_failure(s, "list", page.error());
@@ -201,11 +205,12 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     Result<storage::Entry> head;
     std::optional<Result<std::vector<std::uint8_t>>> bytes;
   };
-  auto f = co_await run_blocking(s.pool, [&s, key] {
+  auto f_job = [&s, &key] {
     Found out{s.backend.head(key), std::nullopt};
     if (out.head) out.bytes = s.backend.get(key);
     return out;
-  });
+  };
+  auto f = co_await run_blocking(s.pool, f_job);
   if (!f.head) {
     if (f.head.error().code == Errc::not_found) co_return error_response(404, "not_found", "no entry " + key);
     co_return storage_failure(s, "head", f.head.error());
@@ -215,7 +220,8 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     if (code == Errc::not_found || code == Errc::corrupt) co_return error_response(404, "not_found", f.bytes->error().message);
     co_return storage_failure(s, "get", f.bytes->error());
   }
-  auto summary = co_await run_blocking(s.pool, [&f] { return artifact::inspect_bundle(f.bytes->value()); });
+  auto summary_job = [&f] { return artifact::inspect_bundle(f.bytes->value()); };
+  auto summary = co_await run_blocking(s.pool, summary_job);
   json body = {{"entry", entry_json(*f.head)}};
   if (summary) {
     json sections = json::array();
@@ -284,7 +290,8 @@ asio::awaitable<Response> evict(Services& s, Request& req) {
   auto parsed = parse_policy(req.body);
   if (auto* r = std::get_if<Response>(&parsed)) co_return std::move(*r);
   auto policy = std::get<storage::EvictPolicy>(parsed);
-  auto rep = co_await run_blocking(s.pool, [&s, policy] { return s.backend.evict(policy); });
+  auto rep_job = [&s, &policy] { return s.backend.evict(policy); };
+  auto rep = co_await run_blocking(s.pool, rep_job);
   if (!rep) {
     if (rep.error().code == Errc::invalid_argument) co_return error_response(400, "bad_policy", rep.error().message);
     co_return storage_failure(s, "evict", rep.error());
@@ -306,7 +313,8 @@ asio::awaitable<Response> verify(Services& s, Request& req) {
     }
     remove = v == "true" || v == "1";
   }
-  auto rep = co_await run_blocking(s.pool, [&s, remove] { return s.backend.verify(bundle_matches_key, remove); });
+  auto rep_job = [&s, &remove] { return s.backend.verify(bundle_matches_key, remove); };
+  auto rep = co_await run_blocking(s.pool, rep_job);
   if (!rep) co_return storage_failure(s, "verify", rep.error());
   s.metrics.verify_corrupt.fetch_add(rep->corrupt.size(), std::memory_order_relaxed);
   co_return json_response(200, {{"checked", rep->checked}, {"corrupt", rep->corrupt}, {"removed", rep->removed}});

@@ -51,7 +51,10 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(wait_ms);
   std::shared_ptr<Waiter> waiter;
-  if (wait_ms > 0) waiter = s.waiters.add(key, co_await asio::this_coro::executor);
+  if (wait_ms > 0) {
+    auto ex = co_await asio::this_coro::executor;
+    waiter = s.waiters.add(key, ex);
+  }
   struct Unregister {
     Services& s;
     const std::string& key;
@@ -63,7 +66,8 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
 
   bool waited = false;
   for (;;) {
-    auto got = co_await run_blocking(s.pool, [&s, key] { return s.backend.get(key); });
+    auto got_job = [&s, &key] { return s.backend.get(key); };
+    auto got = co_await run_blocking(s.pool, got_job);
     if (got) {
       s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       if (waited) s.metrics.waits_fulfilled.fetch_add(1, std::memory_order_relaxed);
@@ -106,7 +110,8 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
 }
 
 asio::awaitable<Response> handle_head(Services& s, const std::string& key) {
-  auto h = co_await run_blocking(s.pool, [&s, key] { return s.backend.head(key); });
+  auto h_job = [&s, &key] { return s.backend.head(key); };
+  auto h = co_await run_blocking(s.pool, h_job);
   if (!h) {
     if (h.error().code == Errc::not_found) co_return error_response(404, "not_found", "");
     co_return storage_failure(s, "head", h.error());
@@ -129,11 +134,12 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
   };
   auto body = std::make_shared<std::vector<std::uint8_t>>(std::move(req.body));
   const std::uint64_t size = body->size();
-  auto outcome = co_await run_blocking(s.pool, [&s, key, body] {
+  auto outcome_job = [&s, &key, &body] {
     Outcome o{check_upload(key, *body, s.config.max_body_bytes), std::nullopt};
     if (o.checked) o.put = s.backend.put(key, *body, o.checked->meta);
     return o;
-  });
+  };
+  auto outcome = co_await run_blocking(s.pool, outcome_job);
   if (!outcome.checked) {
     s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
     const Error& e = outcome.checked.error();
@@ -171,7 +177,8 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
 }
 
 asio::awaitable<Response> handle_delete(Services& s, const std::string& key) {
-  auto st = co_await run_blocking(s.pool, [&s, key] { return s.backend.remove(key); });
+  auto st_job = [&s, &key] { return s.backend.remove(key); };
+  auto st = co_await run_blocking(s.pool, st_job);
   if (!st) {
     if (st.error().code == Errc::not_found) co_return not_found(key);
     co_return storage_failure(s, "remove", st.error());

@@ -1,5 +1,6 @@
 #include "server/http_session.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -85,8 +86,10 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
 
  private:
   asio::awaitable<void> run();
-  // Writes r (closing afterwards when it says so) and logs it.
-  asio::awaitable<bool> respond(Response r, const Request& req, unsigned version, bool head, bool keep_alive,
+  // Writes r (closing afterwards when it says so) and logs it. Takes a
+  // named Response: g++ 12 mishandles non-trivial temporaries inside
+  // co_await expressions.
+  asio::awaitable<bool> respond(Response& r, const Request& req, unsigned version, bool head, bool keep_alive,
                                 Clock::time_point started, std::uint64_t bytes_in);
   asio::awaitable<void> lingering_close();
 
@@ -100,7 +103,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   bool idle_ = false;  // waiting for a request's first byte (only touched on the strand)
 };
 
-asio::awaitable<bool> Session::respond(Response r, const Request& req, unsigned version, bool head,
+asio::awaitable<bool> Session::respond(Response& r, const Request& req, unsigned version, bool head,
                                        bool keep_alive, Clock::time_point started, std::uint64_t bytes_in) {
   keep_alive = keep_alive && !r.close && !s_.draining.load();
   const int status = r.status;
@@ -143,6 +146,9 @@ asio::awaitable<void> Session::run() {
   for (;;) {
     http::request_parser<Body> parser;
     parser.header_limit(cfg.max_header_bytes);
+    // Beast checks Content-Length against body_limit while parsing headers;
+    // allow the largest any route takes and apply the route's own below.
+    parser.body_limit(std::max(cfg.max_body_bytes, cfg.max_json_body_bytes));
     beast::error_code ec;
     idle_ = buffer_.size() == 0;
     if (s_.draining.load() && idle_) break;
@@ -151,23 +157,27 @@ asio::awaitable<void> Session::run() {
     idle_ = false;
     const auto started = Clock::now();
     Request req;
-    req.id = ++g_request_ids;
     req.peer = peer_;
     req.peer_loopback = loopback_;
     if (ec) {
-      if (ec == http::error::header_limit) {
-        co_await respond(error_response(431, "headers_too_large",
-                                        "request line and headers exceed " + std::to_string(cfg.max_header_bytes) +
-                                            " bytes"),
-                         req, 11, false, false, started, 0);
+      if (ec == http::error::header_limit || is_parse_error(ec)) req.id = ++g_request_ids;
+      if (ec == http::error::body_limit) {
+        Response r = error_response(413, "too_large", "the body exceeds the limit of " +
+                                                          std::to_string(cfg.max_body_bytes) + " bytes");
+        co_await respond(r, req, 11, false, false, started, 0);
+      } else if (ec == http::error::header_limit) {
+        Response r = error_response(431, "headers_too_large",
+                                    "request line and headers exceed " + std::to_string(cfg.max_header_bytes) + " bytes");
+        co_await respond(r, req, 11, false, false, started, 0);
       } else if (ec == beast::error::timeout) {
         if (buffer_.size() > 0) spdlog::info("conn={} peer={} cut off: request headers not complete in time", id_, peer_);
       } else if (is_parse_error(ec)) {
-        co_await respond(error_response(400, "bad_request", "malformed HTTP request: " + ec.message()), req, 11,
-                         false, false, started, 0);
+        Response r = error_response(400, "bad_request", "malformed HTTP request: " + ec.message());
+        co_await respond(r, req, 11, false, false, started, 0);
       }
       break;
     }
+    req.id = ++g_request_ids;
     auto& h = parser.get();
     req.method = std::string(h.method_string());
     req.target = std::string(h.target());
@@ -189,16 +199,16 @@ asio::awaitable<void> Session::run() {
     req.path = req.target.substr(0, qpos);
     auto query = parse_query(qpos == std::string::npos ? std::string_view{} : std::string_view(req.target).substr(qpos + 1));
     if (!query) {
-      if (!co_await respond(early(error_response(400, "bad_query", "malformed percent-escape in the query")), req,
-                            version, head, keep_alive, started, 0))
-        break;
+      Response r = early(error_response(400, "bad_query", "malformed percent-escape in the query"));
+      if (!co_await respond(r, req, version, head, keep_alive, started, 0)) break;
       continue;
     }
     req.query = std::move(*query);
 
     auto pre = preflight(s_, req);
-    if (auto* r = std::get_if<Response>(&pre)) {
-      if (!co_await respond(early(std::move(*r)), req, version, head, keep_alive, started, 0)) break;
+    if (auto* pr = std::get_if<Response>(&pre)) {
+      Response r = early(std::move(*pr));
+      if (!co_await respond(r, req, version, head, keep_alive, started, 0)) break;
       continue;
     }
     const RouteMatch route = std::get<RouteMatch>(pre);
@@ -210,7 +220,7 @@ asio::awaitable<void> Session::run() {
       r.route = route.tmpl;
       r.key = route.key;
       r.close = true;
-      co_await respond(std::move(r), req, version, head, false, started, 0);
+      co_await respond(r, req, version, head, false, started, 0);
       break;
     }
     parser.body_limit(limit);
@@ -228,14 +238,14 @@ asio::awaitable<void> Session::run() {
           auto r = error_response(413, "too_large", "the body exceeds the limit of " + std::to_string(limit) + " bytes");
           r.route = route.tmpl;
           r.close = true;
-          co_await respond(std::move(r), req, version, head, false, started, 0);
+          co_await respond(r, req, version, head, false, started, 0);
         } else if (ec == beast::error::timeout) {
           spdlog::info("conn={} peer={} cut off: request body not complete in time", id_, peer_);
         } else if (ec == http::error::partial_message || ec == http::error::end_of_stream || ec == asio::error::eof) {
           spdlog::info("conn={} peer={} closed mid-body; request dropped", id_, peer_);
         } else if (is_parse_error(ec)) {
-          co_await respond(error_response(400, "bad_request", "malformed body: " + ec.message()), req, version, head,
-                           false, started, 0);
+          Response r = error_response(400, "bad_request", "malformed body: " + ec.message());
+          co_await respond(r, req, version, head, false, started, 0);
         }
         break;
       }
@@ -244,7 +254,7 @@ asio::awaitable<void> Session::run() {
     const std::uint64_t bytes_in = req.body.size();
     stream_.expires_never();  // a waiting GET may take long; the socket is idle meanwhile
     Response r = co_await handle_request(s_, req, route);
-    if (!co_await respond(std::move(r), req, version, head, keep_alive, started, bytes_in)) break;
+    if (!co_await respond(r, req, version, head, keep_alive, started, bytes_in)) break;
   }
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   }
 
   // Logs go to stderr; stdout carries only the "listening on" line.
-  auto logger = spdlog::stderr_logger_mt("kcache");
+  auto logger = spdlog::stderr_color_mt("kcache", spdlog::color_mode::never);
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
   auto level = spdlog::level::from_str(config.log_level);

@@ -91,13 +91,16 @@ struct Server::Impl {
   asio::awaitable<void> accept_loop() {
     for (;;) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor->async_accept(asio::make_strand(*ioc),
-                                                           asio::redirect_error(asio::use_awaitable, ec));
+      // A strand per connection; named, not a temporary of the co_await
+      // expression (g++ 12 destroys those twice).
+      auto strand = asio::make_strand(*ioc);
+      tcp::socket socket = co_await acceptor->async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (draining.load() || ec == asio::error::operation_aborted) co_return;
         // EMFILE and friends: back off briefly instead of spinning.
         spdlog::warn("accept failed: {}", ec.message());
-        asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+        auto ex = co_await asio::this_coro::executor;
+        asio::steady_timer t(ex, std::chrono::milliseconds(50));
         co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
       }
@@ -114,7 +117,8 @@ struct Server::Impl {
 
   // Counts leases that ran out even when nobody asks about them.
   asio::awaitable<void> sweep_loop() {
-    asio::steady_timer t(co_await asio::this_coro::executor);
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer t(ex);
     while (!draining.load()) {
       t.expires_after(std::chrono::seconds(1));
       boost::system::error_code ec;
@@ -137,7 +141,8 @@ struct Server::Impl {
 
   asio::awaitable<void> drain_loop() {
     auto deadline = Clock::now() + std::chrono::milliseconds(config.drain_timeout_ms);
-    asio::steady_timer t(co_await asio::this_coro::executor);
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer t(ex);
     while (connections.count() > 0 && Clock::now() < deadline) {
       t.expires_after(std::chrono::milliseconds(20));
       boost::system::error_code ec;

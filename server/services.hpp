@@ -44,20 +44,26 @@ struct Services {
 
 // Runs fn() on the blocking pool and resumes the calling coroutine on its
 // own executor (the session strand) with the result. I/O threads never run fn.
+//
+// fn is taken by reference and must be a named local of the calling
+// coroutine (it outlives the co_await): g++ 12 destroys closures that are
+// temporaries of a co_await expression twice, so no lambda may be written
+// inline in `co_await run_blocking(...)`.
 template <typename F>
-boost::asio::awaitable<std::invoke_result_t<F>> run_blocking(boost::asio::thread_pool& pool, F fn) {
-  using T = std::invoke_result_t<F>;
-  auto initiate = [&pool](auto handler, F f) {
-    boost::asio::post(pool, [handler = std::move(handler), f = std::move(f)]() mutable {
-      T result = f();
+boost::asio::awaitable<std::invoke_result_t<F&>> run_blocking(boost::asio::thread_pool& pool, F& fn) {
+  using T = std::invoke_result_t<F&>;
+  F* f = &fn;
+  auto initiate = [&pool, f](auto handler) {
+    boost::asio::post(pool, [handler = std::move(handler), f]() mutable {
+      T result = (*f)();
       auto ex = boost::asio::get_associated_executor(handler);
       boost::asio::dispatch(ex, [handler = std::move(handler), result = std::move(result)]() mutable {
         std::move(handler)(std::move(result));
       });
     });
   };
-  co_return co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(T)>(
-      std::move(initiate), boost::asio::use_awaitable, std::move(fn));
+  return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(T)>(initiate,
+                                                                                    boost::asio::use_awaitable);
 }
 
 // Maps an unexpected storage failure to a response (507 full, 503

@@ -201,41 +201,85 @@ class RedisBackend final : public Backend {
     return Ok{};
   }
 
-  // Reads meta and chunks atomically and checks them; on a bad object deletes
-  // it (if `remove_bad`) and returns Errc::corrupt.
+  // Reads meta and chunks and checks them; on a bad object deletes it (if
+  // `remove_bad`) and returns Errc::corrupt. Meta and chunk 0 come in one
+  // MULTI/EXEC; further chunks in a second one that also re-reads the sha256
+  // and created_ms, so an entry replaced in between is retried, never
+  // mistaken for corruption.
   Result<Bytes> read(const std::string& key, bool touch, const Verifier* verifier, bool remove_bad = true) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::string why, sha;
+      auto bytes = read_once(key, touch && attempt == 0, why, sha);
+      if (!bytes) return bytes.error();
+      if (why == "replaced") continue;
+      if (why.empty() && to_hex(sha256(*bytes)) != sha) why = "SHA-256 differs from its meta";
+      if (why.empty() && verifier != nullptr && !(*verifier)(key, *bytes)) why = "rejected by the verifier";
+      if (why.empty()) return bytes;
+      if (remove_bad) {
+        (void)delete_entry(key, sha);  // only the entry we read; a failed delete recurs on the next get
+        why += "; entry deleted";
+      }
+      return make_error(Errc::corrupt, "object " + key + " " + why);
+    }
+    return make_error(Errc::not_found, "object replaced while being read");
+  }
+
+  // One read. Sets `why` to a defect, or "replaced"; `sha` to meta's sha256.
+  Result<Bytes> read_once(const std::string& key, bool touch, std::string& why, std::string& sha) {
     std::string mk = meta_key(key), now = std::to_string(now_ms());
+    std::string prefix = "kcache:{" + key + "}:chunk:", c0 = prefix + "0";
+    Args hmget = {"HMGET", mk};
+    for (const char* f : redis::k_meta_fields) hmget.push_back(f);
     auto r = pool_.run([&](RedisConn& c) -> Result<std::vector<Reply>> {
-      std::vector<Args> cmds = {{"EVAL", redis::k_get_script, "1", mk, touch ? "1" : "0", now}};
-      if (touch) cmds.push_back({"ZADD", k_lru, "XX", now, key});
+      std::vector<Args> cmds = {{"MULTI"}, hmget, {"GET", c0}, {"EXEC"}};
+      if (touch) {
+        cmds.push_back({"EVAL", redis::k_touch_script, "1", mk, now});
+        cmds.push_back({"ZADD", k_lru, "XX", now, key});
+      }
       return c.pipeline(cmds);
     });
     if (!r) return r.error();
-    const redisReply* m = (*r)[0].get();
-    if (m->type != REDIS_REPLY_ARRAY) return make_error(Errc::not_found, "no such object");
+    const redisReply* tx = (*r)[3].get();
+    if (tx->type != REDIS_REPLY_ARRAY || tx->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
+    const redisReply* m = tx->element[0];
+    if (m->type != REDIS_REPLY_ARRAY || m->element[0]->type == REDIS_REPLY_NIL) {
+      return make_error(Errc::not_found, "no such object");
+    }
     std::uint64_t size = static_cast<std::uint64_t>(num(m->element[0]));
-    std::string sha = str(m->element[1]);
+    std::int64_t chunks = num(m->element[2]);
+    std::string created = str(m->element[3]);
+    sha = str(m->element[1]);
     Bytes bytes;
     bytes.reserve(size);
-    std::string why;
-    for (std::size_t i = redis::k_meta_field_count; i < m->elements; ++i) {
-      const redisReply* c = m->element[i];
+    std::vector<const redisReply*> parts;
+    if (chunks > 0) parts.push_back(tx->element[1]);
+    Result<std::vector<Reply>> rest = std::vector<Reply>{};
+    if (chunks > 1) {
+      std::vector<std::string> names;
+      for (std::int64_t i = 1; i < chunks; ++i) names.push_back(prefix + std::to_string(i));
+      Args mget = {"MGET"};
+      for (const auto& n : names) mget.push_back(n);
+      rest = pool_.run([&](RedisConn& c) {
+        return c.pipeline({{"MULTI"}, {"HMGET", mk, "sha256", "created_ms"}, mget, {"EXEC"}});
+      });
+      if (!rest) return rest.error();
+      const redisReply* tx2 = (*rest)[3].get();
+      if (tx2->type != REDIS_REPLY_ARRAY || tx2->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
+      if (str(tx2->element[0]->element[0]) != sha || str(tx2->element[0]->element[1]) != created) {
+        why = "replaced";
+        return bytes;
+      }
+      for (std::size_t i = 0; i < tx2->element[1]->elements; ++i) parts.push_back(tx2->element[1]->element[i]);
+    }
+    for (const redisReply* c : parts) {
       if (c->type != REDIS_REPLY_STRING) {
         why = "a chunk is missing (evicted by Redis maxmemory?)";
-        break;
+        return bytes;
       }
       bytes.insert(bytes.end(), c->str, c->str + c->len);
     }
-    if (why.empty() && bytes.size() != size) why = "size differs from its meta";
-    if (why.empty() && to_hex(sha256(bytes)) != sha) why = "SHA-256 differs from its meta";
-    if (why.empty() && verifier != nullptr && !(*verifier)(key, bytes)) why = "rejected by the verifier";
-    if (why.empty()) return bytes;
-    if (remove_bad) {
-      auto deleted = delete_entry(key, sha);  // only the entry we read, not a newer one
-      (void)deleted;  // corrupt either way; a failed delete is retried on the next get
-      why += "; entry deleted";
-    }
-    return make_error(Errc::corrupt, "object " + key + " " + why);
+    if (bytes.size() != size) why = "size differs from its meta";
+    return bytes;
   }
 
   // Deletes the entry (if its sha256 is `sha`, or any with ""), then drops it

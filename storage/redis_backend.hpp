@@ -15,9 +15,11 @@
 // PERSIST each chunk, HSET meta); a second script adds it to the index. A
 // crash before the commit leaves temp keys that expire; a crash between the
 // two scripts leaves an unindexed entry that verify() re-indexes.
-// get(): one Lua script reads meta and all chunks atomically (and bumps hits
-// and last access); the bytes are checked against the SHA-256 in meta on
-// every get; a mismatch or missing chunk deletes the entry (Errc::corrupt).
+// get(): MULTI/EXEC reads meta and chunk 0 (a second one the other chunks,
+// re-checking meta); a small script bumps hits and last access. The bytes
+// are checked against the SHA-256 in meta on every get (a torn read of a
+// replaced entry is retried, not called corrupt); a mismatch or a missing
+// chunk deletes the entry (Errc::corrupt).
 // Connections: a pool of hiredis synchronous contexts; each call runs on the
 // caller's thread. Connect and operation timeouts are separate. A broken
 // connection is dropped; a call that failed on a reused connection is retried

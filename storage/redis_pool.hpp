@@ -5,8 +5,9 @@
 // is broken: it is freed instead of returned, and the next lease connects
 // afresh (redisConnectWithTimeout with connect_timeout, then redisSetTimeout
 // with op_timeout, AUTH, SELECT). run() retries a call once on a fresh
-// connection when it failed on a reused one, which is how a Redis restart
-// is absorbed without reopening the backend.
+// connection when it failed, other than by timeout, on a reused one: that
+// is how a Redis restart is absorbed without reopening the backend, while a
+// hung Redis still costs a caller one op_timeout, not two.
 // Error mapping: refused / reset / EOF -> Errc::unavailable; no answer within
 // op_timeout -> Errc::timeout; an "OOM" reply -> Errc::full; other error
 // replies -> Errc::internal. Secrets never appear in messages.
@@ -62,7 +63,9 @@ class RedisPool {
       auto result = fn(**conn);
       bool broken = (*conn)->broken();
       give_back(std::move(*conn), broken);
-      if (!broken || !reused || attempt > 0) return result;
+      // A timeout is not retried: the caller's budget is one op_timeout.
+      bool timed_out = !result.ok() && result.error().code == Errc::timeout;
+      if (!broken || !reused || timed_out || attempt > 0) return result;
       drop_idle();  // they are likely dead too (a restart)
     }
   }

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from . import _core, bundle_io, keyfields
+from . import _core, bundle_io
 from . import counters as stats
 from . import _torch_adaptor as adaptor
-from .fingerprint import fingerprint_graph
+from .region_key import region_key
 from .keyfields import CompileSettings
 
 log = logging.getLogger("kcache")
@@ -30,19 +30,11 @@ log = logging.getLogger("kcache")
 _ready_in_process: set[str] = set()
 
 
-def _device_type(example_inputs: list[Any]) -> str:
+def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
     for t in example_inputs:
-        if isinstance(t, torch.Tensor):
-            return t.device.type
-    return "cpu"
-
-
-def _dtype_label(example_inputs: list[Any]) -> str:
-    for t in example_inputs:
-        if isinstance(t, torch.nn.Parameter):
-            return {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}.get(
-                t.dtype, str(t.dtype).removeprefix("torch."))
-    return "mixed"
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu" and (t.device.index or 0) != 0:
+            return str(t.device)
+    return None
 
 
 class RegionBackend:
@@ -68,22 +60,21 @@ class RegionBackend:
         return hash((self.region_name, repr(self.settings)))
 
     def key_for(self, gm, example_inputs) -> tuple[str, str]:
-        fp = fingerprint_graph(gm, example_inputs)
-        training = torch.is_grad_enabled() and any(
-            isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
-        device = _device_type(example_inputs)
-        fields = keyfields.all_fields(fp.canonical, self.settings, training, device)
-        raw = {k: v.encode() for k, v in fields.items()}
-        label = keyfields.label(self.region_name, self.settings, training, device,
-                                _dtype_label(example_inputs))
-        key = _core.compute_key(raw)
-        explanation = _core.explain_key(raw, label, {"region": fp.summary()})
-        return key, explanation
+        return region_key(gm, example_inputs, self.region_name, self.settings)
 
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
             self.settings.mode, self.settings.options, self.settings.dynamic)
         stats.bump(regions_seen=1)
+        index = _nonzero_device_index(example_inputs)
+        if index is not None:
+            # PyTorch bakes cuda:N into generated code; kcache keys never
+            # hold the index, so it caches only regions on device index 0
+            # (each rank sees its GPU as cuda:0). See docs/keys.md.
+            stats.bump(bypassed=1)
+            log.warning("kcache: region on %s not cached: ranks must see their GPU as "
+                        "cuda:0 (CUDA_VISIBLE_DEVICES or torchrun --virtual-local-rank)", index)
+            return adaptor.compile_with_inductor(gm, example_inputs, patches)
         key, explanation = self.key_for(gm, example_inputs)
         self.last_key = key
         if key in _ready_in_process:

@@ -15,6 +15,7 @@ class Stats:
     misses: int = 0
     reuses: int = 0  # further blocks of a region already ready in this process
     compiles: int = 0
+    bypassed: int = 0  # regions kcache declined to cache (docs/keys.md)
     restore_failures: int = 0
     store_failures: int = 0
     compile_seconds: float = 0.0

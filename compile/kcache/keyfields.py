@@ -7,6 +7,7 @@ two ranks gives identical bytes; keys/cache_key.hpp hashes them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -65,6 +66,23 @@ def compiler_identity() -> str:
     return _compiler_identity(adaptor.host_compiler())
 
 
+@functools.lru_cache(maxsize=None)
+def _native_target_flags(cxx: str) -> str:
+    """What -march=native resolves to here, as the compiler reports it.
+
+    Inductor compiles CPU kernels with -march=native, so two hosts with one
+    vector ISA but different enabled extensions get different binaries.
+    """
+    try:
+        out = subprocess.run([cxx, "-march=native", "-Q", "--help=target"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = sorted(line.split() for line in out.stdout.splitlines()
+                   if line.strip().startswith(("-m", "-march", "-mtune")))
+    return hashlib.sha256(repr(lines).encode()).hexdigest()[:16]
+
+
 def target_field(device_type: str = "cpu") -> str:
     override = os.environ.get("KCACHE_TARGET")
     if override:
@@ -73,6 +91,7 @@ def target_field(device_type: str = "cpu") -> str:
         major, minor = torch.cuda.get_device_capability()
         return f"cuda:sm_{major}{minor}"
     return _canon({"device": "cpu", "isa": adaptor.cpu_vec_isa(),
+                   "march_native": _native_target_flags(adaptor.host_compiler()),
                    "threads": torch.get_num_threads()})
 
 
@@ -83,7 +102,7 @@ def short_target(device_type: str = "cpu") -> str:
     if device_type == "cuda":
         major, minor = torch.cuda.get_device_capability()
         return f"cuda:sm_{major}{minor}"
-    return f"cpu:{adaptor.cpu_vec_isa()}"
+    return f"cpu:{adaptor.cpu_vec_isa().split()[0]}"
 
 
 def mode_field(settings: CompileSettings, training: bool) -> str:
@@ -117,14 +136,17 @@ def toolchain_field() -> str:
 
 
 def all_fields(region: str, settings: CompileSettings, training: bool,
-               device_type: str = "cpu") -> dict[str, str]:
+               device_type: str = "cpu", *, target: str | None = None,
+               toolchain: str | None = None, env: str | None = None) -> dict[str, str]:
+    """Every key field. `target`, `toolchain`, `env` override detection
+    (golden keys; prewarming for another host)."""
     return {
         "region": region,
         "dtype": dtype_field(),
-        "target": target_field(device_type),
+        "target": target or target_field(device_type),
         "mode": mode_field(settings, training),
-        "toolchain": toolchain_field(),
-        "env": env_field(),
+        "toolchain": toolchain or toolchain_field(),
+        "env": env if env is not None else env_field(),
     }
 
 

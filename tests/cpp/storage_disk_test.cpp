@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>

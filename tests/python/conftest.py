@@ -10,6 +10,8 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# tests/models is importable as `models` (the model zoo).
+sys.path.insert(0, str(REPO / "tests"))
 
 
 @pytest.fixture
@@ -32,7 +34,6 @@ def cxx_wrapper(tmp_path):
 
 def python_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None) if "KCACHE_TEST_USE_SOURCE" not in env else None
     env.update(extra)
     return env
 

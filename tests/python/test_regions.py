@@ -1,0 +1,67 @@
+"""Region detection on real transformers models built from configs."""
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+import kcache
+from kcache.regions import find_regions, is_repeated_blocks
+
+
+def gpt2(layers=3):
+    return GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=layers, n_head=2, vocab_size=64, n_positions=32))
+
+
+def test_gpt2_blocks_are_one_region():
+    regions = find_regions(gpt2(4))
+    assert [(r.name, r.count, r.path) for r in regions] == [("GPT2Block", 4, "transformer.h.0")]
+    assert regions[0].members == [f"transformer.h.{i}" for i in range(4)]
+    assert regions[0].parameters == sum(p.numel() for p in gpt2(1).transformer.h[0].parameters())
+
+
+def test_llama_decoder_layers_are_one_region():
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=2, num_key_value_heads=2, vocab_size=64))
+    regions = find_regions(model)
+    assert [(r.name, r.count) for r in regions] == [("LlamaDecoderLayer", 3)]
+
+
+def test_same_class_different_shapes_are_different_regions():
+    class Block(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.fc = torch.nn.Linear(d, d)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(8), Block(8), Block(16), Block(16), Block(8)])
+
+    regions = find_regions(Model())
+    assert [(r.name, r.count) for r in regions] == [("Block", 3), ("Block#1", 2)]
+    assert regions[1].members == ["blocks.2", "blocks.3"]
+
+
+def test_mixed_modulelist_is_not_repeated():
+    assert not is_repeated_blocks(torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.ReLU()]))
+    assert not is_repeated_blocks(torch.nn.ModuleList())
+
+
+def test_report_lists_regions():
+    text = kcache.region_report(gpt2(2))
+    assert "GPT2Block" in text and "transformer.h.0" in text
+
+
+def test_compile_regions_matches_accelerate_structure():
+    """Same module tree as accelerate's compile_regions, sharing parameters."""
+    from accelerate.utils import compile_regions as accelerate_compile_regions
+
+    model = gpt2(2)
+    ours = kcache.compile_regions(model)
+    theirs = accelerate_compile_regions(model)
+    assert ours._orig_mod is model
+    assert type(ours) is type(theirs)
+    ours_names = [n for n, _ in ours.named_modules()]
+    assert ours_names == [n for n, _ in theirs.named_modules()]
+    assert ours.transformer.h[0]._orig_mod is model.transformer.h[0]
+    assert ours.transformer.h[1].__class__.__name__ == "OptimizedModule"
+    assert all(a is b for a, b in zip(ours.parameters(), model.parameters()))
