@@ -253,7 +253,7 @@ std::variant<storage::EvictPolicy, Response> parse_policy(const std::vector<std:
     auto want_string = [&](std::string& out) -> bool {
       if (!v.is_string()) return false;
       out = v.get<std::string>();
-      any = true;
+      any = any || !out.empty();
       return true;
     };
     bool ok = true;

@@ -163,7 +163,7 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false [true]", {}},
   };
   CLI::App app{"kcache-server: the kcache compilation cache service"};
-  app.option_defaults()->always_capture_default(false);
+  app.option_defaults()->always_capture_default(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config_path;
   app.add_option("--config", config_path, "config file: key=value lines or a JSON object")
       ->envname("KCACHE_CONFIG");

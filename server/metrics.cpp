@@ -1,7 +1,7 @@
 #include "server/metrics.hpp"
 
 #include <array>
-#include <cstdio>
+#include <charconv>
 
 namespace kcache::server {
 
@@ -11,10 +11,12 @@ namespace {
 constexpr std::array<double, 16> k_bounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                              0.25,   0.5,   1,      2.5,   5,     10,   30,    60};
 
+// Shortest text that reads back as the same double ("0.005", not
+// "0.0050000000000000001").
 std::string num(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
 }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {

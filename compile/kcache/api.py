@@ -11,6 +11,7 @@ nothing to cache and is passed through to torch.compile unchanged.
 from __future__ import annotations
 
 import os
+from types import MethodType
 from typing import Any
 
 import torch
@@ -69,6 +70,30 @@ class _Compiler:
         return torch.compile(module, backend=backend, fullgraph=self.settings.fullgraph,
                              dynamic=self.settings.dynamic, **extra)
 
+    def compile_in_place(self, module: torch.nn.Module, region_name: str) -> None:
+        if self.settings is None:
+            module.compile(**self.kwargs)
+            return
+        backend = self.backends.get(region_name)
+        if backend is None:
+            backend = self.backends[region_name] = RegionBackend(region_name, self.settings, _get_store())
+        module.compile(backend=backend, fullgraph=self.settings.fullgraph, dynamic=self.settings.dynamic)
+
+
+def _rebind_instance_methods(new: torch.nn.Module, old: torch.nn.Module) -> None:
+    """Points instance-level bound methods copied from `old` at `new`.
+
+    Accelerate's mixed precision replaces `model.forward` with a method bound
+    to the model (autocast around the class's forward). Copying __dict__
+    would keep it bound to the *original* model, whose blocks are not
+    compiled, so the job would silently run uncompiled (accelerate#4188,
+    #4253). Rebinding makes the wrapper call the compiled twin.
+    """
+    for name in ("forward", "_original_forward"):
+        bound = new.__dict__.get(name)
+        if isinstance(bound, MethodType) and bound.__self__ is old:
+            new.__dict__[name] = MethodType(bound.__func__, new)
+
 
 def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
     """Regional compilation through kcache; see accelerate.utils.compile_regions."""
@@ -88,6 +113,7 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
             new._modules = {}
             for name, child in m.named_children():
                 new.add_module(name, walk(child))
+            _rebind_instance_methods(new, m)
             return new
         return compiler(m, type(m).__name__)
 
@@ -101,3 +127,23 @@ def compile(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
     """The whole model as one region, through the same machinery."""
     adaptor.check_torch()
     return _Compiler(compile_kwargs)(model, type(model).__name__)
+
+
+def compile_regions_in_place(module: torch.nn.Module, **compile_kwargs: Any) -> None:
+    """Like compile_regions, but with nn.Module.compile() on the blocks themselves
+    (Accelerate's DeepSpeed variant: the engine keeps its module object)."""
+    adaptor.check_torch()
+    compiler = _Compiler(compile_kwargs)
+    names = {id(module.get_submodule(m)): r.name for r in find_regions(module) for m in r.members}
+
+    def walk(m: torch.nn.Module) -> None:
+        if is_repeated_blocks(m):
+            for sub in m:
+                compiler.compile_in_place(sub, names.get(id(sub), type(sub).__name__))
+        elif has_repeated_blocks(m):
+            for child in m.children():
+                walk(child)
+        else:
+            compiler.compile_in_place(m, type(m).__name__)
+
+    walk(module)

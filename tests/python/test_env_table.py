@@ -51,5 +51,7 @@ def test_classification_rules():
     assert env_table.classify("CUDA_VISIBLE_DEVICES") == "neutral"
     assert env_table.classify("KCACHE_URL") == "neutral"
     assert env_table.classify("SOME_RANDOM_VAR") is None
+    # torch sets this one itself, to a pointer value (seen splitting keys under autocast)
+    assert env_table.classify("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR") == "neutral"
     field = json.loads(env_table.env_field({"OMP_NUM_THREADS": "4", "HOME": "/x", "TORCH_LOGS": "+dynamo"}))
     assert field == {"OMP_NUM_THREADS": "4"}

@@ -1,0 +1,47 @@
+"""kcache.accelerate.install(): Accelerate's own regional path through kcache.
+
+    import kcache.accelerate
+    kcache.accelerate.install()
+    accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend="inductor",
+                                                              use_regional_compilation=True))
+    model, opt = accelerator.prepare(model, opt)   # regions compiled through kcache
+
+accelerate.accelerator imports compile_regions (and its DeepSpeed variant)
+by name, so patching accelerate.utils alone would change nothing: install()
+rebinds the names in every module that holds them. uninstall() restores them.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .api import compile_regions, compile_regions_in_place
+
+_MODULES = ("accelerate.accelerator", "accelerate.utils", "accelerate.utils.other")
+_saved: dict[tuple[str, str], object] = {}
+
+
+def _deepspeed_variant(module, **compile_kwargs):
+    compile_regions_in_place(module, **compile_kwargs)
+
+
+def install() -> None:
+    """Routes Accelerate's regional compilation through kcache (idempotent)."""
+    replacements = {"compile_regions": compile_regions,
+                    "compile_regions_deepspeed": _deepspeed_variant}
+    for mod_name in _MODULES:
+        mod = importlib.import_module(mod_name)
+        for attr, new in replacements.items():
+            if hasattr(mod, attr):
+                _saved.setdefault((mod_name, attr), getattr(mod, attr))
+                setattr(mod, attr, new)
+
+
+def uninstall() -> None:
+    for (mod_name, attr), original in _saved.items():
+        setattr(importlib.import_module(mod_name), attr, original)
+    _saved.clear()
+
+
+def installed() -> bool:
+    return bool(_saved)

@@ -1,0 +1,47 @@
+"""Accelerate's own regional path, with bf16 mixed precision, through kcache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, REPO, python_env
+
+
+def run(tmp_path, name, *extra):
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
+    out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_install_rebinds_accelerate_names():
+    import accelerate.accelerator
+    import accelerate.utils
+
+    import kcache
+    import kcache.accelerate
+
+    original = accelerate.accelerator.compile_regions
+    kcache.accelerate.install()
+    try:
+        assert accelerate.accelerator.compile_regions is kcache.compile_regions
+        assert accelerate.utils.compile_regions is kcache.compile_regions
+    finally:
+        kcache.accelerate.uninstall()
+    assert accelerate.accelerator.compile_regions is original
+
+
+@pytest.mark.slow
+def test_accelerate_mixed_precision_cold_then_warm(tmp_path):
+    cold = run(tmp_path, "cold")
+    # The compiled twin really ran (the mixed-precision forward was rebound):
+    assert cold["kcache"]["regions_seen"] >= 2 and cold["kcache"]["compiles"] >= 1
+    warm = run(tmp_path, "warm")
+    assert warm["kcache"]["misses"] == 0 and warm["kcache"]["hits_node"] == cold["kcache"]["misses"]
+    assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
+    assert warm["losses"] == pytest.approx(cold["losses"], rel=1e-3)
