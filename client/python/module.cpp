@@ -20,10 +20,11 @@ void raise_error(const Error& e) {
 }  // namespace kcache::python
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "kcache's C++ core: cache keys and artifact bundles";
+  m.doc() = "kcache's C++ core: cache keys, artifact bundles and the client";
   kcache::python::g_error_type = py::reinterpret_borrow<py::object>(
       PyErr_NewException("kcache._core.KcacheError", PyExc_RuntimeError, nullptr));
   m.attr("KcacheError") = kcache::python::g_error_type;
   kcache::python::bind_keys(m);
   kcache::python::bind_artifact(m);
+  kcache::python::bind_client(m);
 }

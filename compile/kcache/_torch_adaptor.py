@@ -126,6 +126,37 @@ def compile_with_inductor(gm, example_inputs, config_patches: dict[str, Any]):
         return compile_fx(gm, example_inputs, config_patches=config_patches or None)
 
 
+def compile_uncached(gm, example_inputs, config_patches: dict[str, Any]):
+    """Compiles with every PyTorch cache bypassed (a refused region's fresh compile)."""
+    with torch._inductor.config.patch(force_disable_caches=True):
+        return compile_with_inductor(gm, example_inputs, config_patches)
+
+
+def rewrite_fx_entries(mega_cache: bytes, transform) -> bytes:
+    """Unpickles each FX-graph entry in Mega-Cache bytes, lets `transform`
+    mutate it, and serializes the result again.
+
+    Test support: it is how tests plant a valid, correctly keyed bundle whose
+    code was altered, to prove that verify-on-first-use refuses it.
+    """
+    import pickle
+
+    from torch.compiler._cache import CacheArtifactManager
+
+    artifacts = CacheArtifactManager.deserialize(mega_cache)
+    with CacheArtifactManager.with_fresh_cache():
+        for artifact_type, items in artifacts.items():
+            for artifact in items:
+                content = artifact.content
+                if artifact_type == "inductor":
+                    entry = pickle.loads(content)
+                    transform(entry)
+                    content = pickle.dumps(entry)
+                CacheArtifactManager.record_artifact(artifact_type, artifact.key, content)
+        data, _info = CacheArtifactManager.serialize()
+    return data
+
+
 def config_fingerprint() -> str:
     """Hash of the Inductor, functorch and Dynamo configs that shape code."""
     h = hashlib.sha256()

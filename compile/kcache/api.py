@@ -44,6 +44,13 @@ def stats() -> dict:
     return _stats.get().as_dict()
 
 
+def last_keys() -> list[str]:
+    """The keys of the regions this process compiled or restored, in order."""
+    from .backend import _keys_seen
+
+    return list(_keys_seen)
+
+
 def _settings(kwargs: dict[str, Any]) -> CompileSettings | None:
     backend = kwargs.get("backend", "inductor")
     if backend != "inductor" or os.environ.get("KCACHE_DISABLE") == "1":

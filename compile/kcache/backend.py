@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from . import _core, bundle_io
+from . import _core, bundle_io, verify_first_use
 from . import counters as stats
 from . import _torch_adaptor as adaptor
 from .region_key import region_key
@@ -28,6 +28,8 @@ log = logging.getLogger("kcache")
 # traces every block of a region again (its guards are per module), and
 # those calls need no fetch or restore, only Inductor's in-memory cache.
 _ready_in_process: set[str] = set()
+# Every key this process computed, in order (kcache.api.last_keys()).
+_keys_seen: list[str] = []
 
 
 def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
@@ -62,6 +64,13 @@ class RegionBackend:
     def key_for(self, gm, example_inputs) -> tuple[str, str]:
         return region_key(gm, example_inputs, self.region_name, self.settings)
 
+    def _refuse(self, key: str) -> None:
+        stats.bump(verify_failures=1)
+        _ready_in_process.discard(key)
+        remove = getattr(self.store, "remove", None)
+        if remove is not None:
+            remove(key)
+
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
             self.settings.mode, self.settings.options, self.settings.dynamic)
@@ -77,6 +86,7 @@ class RegionBackend:
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
         key, explanation = self.key_for(gm, example_inputs)
         self.last_key = key
+        _keys_seen.append(key)
         if key in _ready_in_process:
             stats.bump(reuses=1)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
@@ -89,7 +99,13 @@ class RegionBackend:
                            compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
                 log.info("kcache hit %s %s", key[:12], bundle.manifest.get("label"))
                 _ready_in_process.add(key)
-                return adaptor.compile_with_inductor(gm, example_inputs, patches)
+                compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+                if verify_first_use.enabled():
+                    compiled = verify_first_use.wrap(
+                        compiled, gm,
+                        recompile=lambda: adaptor.compile_uncached(gm, example_inputs, patches),
+                        on_mismatch=lambda: self._refuse(key))
+                return compiled
             except (_core.KcacheError, ValueError, OSError) as e:
                 stats.bump(restore_failures=1)
                 log.warning("kcache: bundle %s unusable (%s); compiling", key[:12], e)

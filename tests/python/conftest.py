@@ -34,6 +34,7 @@ def cxx_wrapper(tmp_path):
 
 def python_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash in a child prints its Python stack
     env.update(extra)
     return env
 

@@ -1,0 +1,170 @@
+// Plain-TCP HTTP/1.1 over Boost.Beast. Each exchange opens one connection
+// (the CLI makes a handful of requests), and all of its steps share one
+// deadline enforced by beast::tcp_stream's timer.
+#include "cli/http_transport.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace kcache::cli {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+// Largest body read back: a bundle (2 GiB) with headroom.
+constexpr std::uint64_t k_max_reply_bytes = 4ull << 30;
+
+// Runs one asynchronous step to completion on `ioc` and returns its error.
+template <class Start>
+error_code run_step(asio::io_context& ioc, Start start) {
+  error_code result = asio::error::would_block;
+  start([&result](error_code ec, auto&&...) { result = ec; });
+  ioc.restart();
+  ioc.run();
+  return result;
+}
+
+Error unreachable(const Endpoint& ep, const std::string& step, const error_code& ec) {
+  return make_error(Errc::unavailable,
+                    "cannot reach kcache-server at " + ep.url + " (" + step + " " + ep.host + ":" +
+                        ep.port + ": " + ec.message() +
+                        "). Is the server running there? Point kcache at it with --server URL or "
+                        "KCACHE_URL.");
+}
+
+}  // namespace
+
+Result<Endpoint> parse_url(const std::string& url) {
+  Endpoint ep;
+  ep.url = url;
+  std::string rest = url;
+  if (auto p = rest.find("://"); p != std::string::npos) {
+    ep.scheme = rest.substr(0, p);
+    rest = rest.substr(p + 3);
+  } else {
+    ep.scheme = "http";
+  }
+  if (ep.scheme == "https") {
+    return make_error(
+        Errc::invalid_argument,
+        "--server " + url + ": https is not supported by this build of kcache yet; use http://");
+  }
+  if (ep.scheme != "http") {
+    return make_error(Errc::invalid_argument,
+                      "--server " + url + ": the URL must start with http://");
+  }
+  if (auto slash = rest.find('/'); slash != std::string::npos) {
+    ep.base_path = rest.substr(slash);
+    rest = rest.substr(0, slash);
+    while (!ep.base_path.empty() && ep.base_path.back() == '/') ep.base_path.pop_back();
+  }
+  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
+    auto close = rest.find(']');
+    if (close == std::string::npos)
+      return make_error(Errc::invalid_argument, "--server " + url + ": unclosed '['");
+    ep.host = rest.substr(1, close - 1);
+    rest = rest.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') {
+      return make_error(Errc::invalid_argument, "--server " + url + ": expected ':' after ']'");
+    }
+    ep.port = rest.empty() ? "" : rest.substr(1);
+  } else if (auto colon = rest.rfind(':'); colon != std::string::npos) {
+    ep.host = rest.substr(0, colon);
+    ep.port = rest.substr(colon + 1);
+  } else {
+    ep.host = rest;
+  }
+  if (ep.port.empty()) ep.port = "80";
+  bool digits = ep.port.size() <= 5 && ep.port.find_first_not_of("0123456789") == std::string::npos;
+  if (ep.host.empty() || !digits) {
+    return make_error(Errc::invalid_argument, "--server " + url + ": expected http://HOST:PORT");
+  }
+  return ep;
+}
+
+std::string HttpReply::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+HttpTransport::HttpTransport(Endpoint endpoint, std::string token)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
+
+Result<HttpReply> HttpTransport::send(const HttpRequest& req) const {
+  asio::io_context ioc;
+  tcp::resolver resolver(ioc);
+  beast::tcp_stream stream(ioc);
+  const auto deadline = std::chrono::steady_clock::now() + req.timeout;
+
+  tcp::resolver::results_type addrs;
+  error_code ec = run_step(ioc, [&](auto handler) {
+    resolver.async_resolve(endpoint_.host, endpoint_.port,
+                           [&addrs, handler](error_code e, tcp::resolver::results_type r) mutable {
+                             addrs = std::move(r);
+                             handler(e);
+                           });
+  });
+  if (ec) return unreachable(endpoint_, "resolving", ec);
+
+  stream.expires_at(deadline);
+  ec = run_step(ioc, [&](auto handler) { stream.async_connect(addrs, handler); });
+  if (ec == beast::error::timeout) {
+    return make_error(Errc::timeout,
+                      "no connection to kcache-server at " + endpoint_.url + " within the " +
+                          std::to_string(req.timeout.count() / 1000) + " s deadline (--timeout)");
+  }
+  if (ec) return unreachable(endpoint_, "connecting to", ec);
+
+  auto verb = http::string_to_verb(req.method);
+  http::request<http::string_body> out{verb, endpoint_.base_path + req.target, 11};
+  out.set(http::field::host, endpoint_.host + ":" + endpoint_.port);
+  out.set(http::field::user_agent, std::string("kcache-cli/") + KCACHE_CLI_VERSION);
+  out.set(http::field::connection, "close");
+  if (!token_.empty()) out.set(http::field::authorization, "Bearer " + token_);
+  for (const auto& [name, value] : req.headers) out.set(name, value);
+  out.body() = req.body;
+  if (!req.body.empty() || verb == http::verb::post || verb == http::verb::put)
+    out.prepare_payload();
+
+  ec = run_step(ioc, [&](auto handler) { http::async_write(stream, out, handler); });
+  if (ec == beast::error::timeout) {
+    return make_error(Errc::timeout,
+                      "sending the request to " + endpoint_.url + " took longer than the deadline");
+  }
+  if (ec) return unreachable(endpoint_, "sending to", ec);
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(k_max_reply_bytes);
+  ec = run_step(ioc, [&](auto handler) { http::async_read(stream, buffer, parser, handler); });
+  if (ec == beast::error::timeout) {
+    return make_error(Errc::timeout, "kcache-server at " + endpoint_.url + " did not answer " +
+                                         req.method + " " + req.target + " within " +
+                                         std::to_string(req.timeout.count() / 1000) +
+                                         " s; raise --timeout if the cache is large");
+  }
+  if (ec) return unreachable(endpoint_, "reading the answer from", ec);
+
+  auto res = parser.release();
+  HttpReply reply;
+  reply.status = res.result_int();
+  for (const auto& field : res) {
+    std::string name(field.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    reply.headers[name] = std::string(field.value());
+  }
+  reply.body = std::move(res.body());
+  error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  return reply;
+}
+
+}  // namespace kcache::cli

@@ -1,0 +1,164 @@
+#include "cli/units.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace kcache::cli {
+
+std::string format_bytes(std::uint64_t bytes) {
+  static const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  if (!(seconds > 0)) return "0s";
+  char buf[48];
+  if (seconds < 1) {
+    std::snprintf(buf, sizeof buf, "%dms", static_cast<int>(std::lround(seconds * 1000)));
+    return buf;
+  }
+  if (seconds < 10) {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    return buf;
+  }
+  auto s = static_cast<std::int64_t>(std::llround(seconds));
+  std::int64_t d = s / 86400, h = s % 86400 / 3600, m = s % 3600 / 60, r = s % 60;
+  if (d > 0)
+    std::snprintf(buf, sizeof buf, "%lldd%lldh", static_cast<long long>(d),
+                  static_cast<long long>(h));
+  else if (h > 0)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(h),
+                  static_cast<long long>(m));
+  else if (m > 0)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(m),
+                  static_cast<long long>(r));
+  else
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(r));
+  return buf;
+}
+
+std::string format_ago(std::int64_t unix_ms, std::int64_t now_ms) {
+  if (unix_ms <= 0) return "never";
+  if (now_ms - unix_ms < 1000) return "just now";
+  return format_duration(static_cast<double>(now_ms - unix_ms) / 1000) + " ago";
+}
+
+std::string format_utc(std::int64_t unix_ms) {
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string format_percent(double ratio) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%", ratio * 100);
+  return buf;
+}
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
+  std::string num = text.substr(0, i);
+  std::string unit;
+  for (char c : text.substr(i)) {
+    if (c != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (num.empty() || num == "." || std::count(num.begin(), num.end(), '.') > 1) return std::nullopt;
+  if (unit.size() > 1 && unit.back() == 'b') unit.pop_back();  // "GB", "GiB"
+  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();  // "Gi"
+  int shift = 0;
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "k")
+    shift = 10;
+  else if (unit == "m")
+    shift = 20;
+  else if (unit == "g")
+    shift = 30;
+  else if (unit == "t")
+    shift = 40;
+  else
+    return std::nullopt;
+  if (shift == 0 && num.find('.') != std::string::npos) return std::nullopt;
+  double bytes = std::ldexp(std::stod(num), shift);
+  if (!(bytes >= 0) || bytes >= 1.8e19) return std::nullopt;
+  return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+std::optional<double> parse_duration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double total = 0;
+  std::size_t i = 0;
+  bool any = false;
+  while (i < text.size()) {
+    std::size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    std::string num = text.substr(start, i - start);
+    if (num.empty() || num == "." || std::count(num.begin(), num.end(), '.') > 1)
+      return std::nullopt;
+    double v = std::stod(num);
+    std::string unit;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) unit += text[i++];
+    double scale = 0;
+    if (unit.empty() || unit == "s")
+      scale = 1;
+    else if (unit == "ms")
+      scale = 0.001;
+    else if (unit == "m" || unit == "min")
+      scale = 60;
+    else if (unit == "h")
+      scale = 3600;
+    else if (unit == "d")
+      scale = 86400;
+    else if (unit == "w")
+      scale = 7 * 86400;
+    else
+      return std::nullopt;
+    if (unit.empty() && any) return std::nullopt;  // "3h12" is ambiguous
+    total += v * scale;
+    any = true;
+  }
+  return total;
+}
+
+std::string one_line(const std::string& text, std::size_t width) {
+  std::string out;
+  std::size_t shown = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (shown + 1 >= width && i + 1 < text.size()) return out + "…";
+    if (text[i] == '\n')
+      out += "⏎";
+    else if (text[i] == '\t')
+      out += ' ';
+    else
+      out += text[i];
+    ++shown;
+  }
+  return out;
+}
+
+}  // namespace kcache::cli

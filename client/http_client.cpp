@@ -1,0 +1,383 @@
+#include "client/http_client.hpp"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <mutex>
+#include <set>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+
+#include "client/connection.hpp"
+
+namespace kcache::client {
+
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+SteadyTime after_ms(std::uint64_t ms) {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<std::uint64_t>(ms, 1ull << 40));
+}
+
+std::uint64_t transfer_ms(std::uint64_t bytes, std::uint64_t rate) {
+  if (rate == 0) return 0;
+  return bytes * 1000 / rate;
+}
+
+// A SyncReadStream / SyncWriteStream over a Connection with one deadline.
+class DeadlineStream {
+ public:
+  DeadlineStream(Connection& c, SteadyTime deadline) : c_(c), deadline_(deadline) {}
+  void set_deadline(SteadyTime d) { deadline_ = d; }
+
+  template <class MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers, error_code& ec) {
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers); ++it) {
+      net::mutable_buffer b = *it;
+      if (b.size() > 0) return c_.read_some(b.data(), b.size(), deadline_, ec);
+    }
+    ec = {};
+    return 0;
+  }
+  template <class MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers) {
+    error_code ec;
+    std::size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+  template <class ConstBufferSequence>
+  std::size_t write_some(const ConstBufferSequence& buffers, error_code& ec) {
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers); ++it) {
+      net::const_buffer b = *it;
+      if (b.size() > 0) return c_.write_some(b.data(), b.size(), deadline_, ec);
+    }
+    ec = {};
+    return 0;
+  }
+  template <class ConstBufferSequence>
+  std::size_t write_some(const ConstBufferSequence& buffers) {
+    error_code ec;
+    std::size_t n = write_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  Connection& c_;
+  SteadyTime deadline_;
+};
+
+struct Pooled {
+  std::unique_ptr<Connection> conn;
+  boost::beast::flat_buffer buffer;
+};
+
+// Every live pool, so that fork() never happens while a pool's mutex is held
+// (pthread_atfork locks them all around the fork).
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<HttpClient::Impl*>& registry() {
+  static std::set<HttpClient::Impl*> s;
+  return s;
+}
+
+Error transport_error(const error_code& ec, const std::string& what) {
+  if (ec == net::error::timed_out) return make_error(Errc::timeout, what + ": deadline passed");
+  if (ec == http::error::body_limit) return make_error(Errc::too_large, what + ": response body over the limit");
+  return make_error(Errc::unavailable, what + ": " + ec.message());
+}
+
+}  // namespace
+
+struct HttpClient::Impl {
+  Url url;
+  Timeouts timeouts;
+  SSL_CTX* ctx = nullptr;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Pooled>> idle;  // GUARDED_BY(mu)
+  pid_t pid = ::getpid();                     // GUARDED_BY(mu)
+  std::atomic<std::uint64_t> opened{0};
+  static constexpr std::size_t k_max_idle = 16;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> g(registry_mutex());
+      registry().erase(this);
+    }
+    idle.clear();
+    if (ctx != nullptr) SSL_CTX_free(ctx);
+  }
+
+  // REQUIRES: mu held. After fork, the parent's connections are closed
+  // without any I/O and never reused.
+  void check_pid_locked() {
+    pid_t now = ::getpid();
+    if (now != pid) {
+      idle.clear();
+      pid = now;
+    }
+  }
+
+  std::unique_ptr<Pooled> take() {
+    std::lock_guard<std::mutex> g(mu);
+    check_pid_locked();
+    while (!idle.empty()) {
+      auto p = std::move(idle.back());
+      idle.pop_back();
+      if (p->conn->idle_usable() && p->buffer.size() == 0) return p;
+    }
+    return nullptr;
+  }
+
+  void give_back(std::unique_ptr<Pooled> p) {
+    std::lock_guard<std::mutex> g(mu);
+    check_pid_locked();
+    if (p->conn->owner_pid() != pid || idle.size() >= k_max_idle) return;
+    idle.push_back(std::move(p));
+  }
+
+  Result<std::unique_ptr<Pooled>> connect() {
+    auto c = Connection::open(url.host, url.port, ctx, after_ms(static_cast<std::uint64_t>(timeouts.connect_ms)));
+    if (!c.ok()) return c.error();
+    opened.fetch_add(1);
+    auto p = std::make_unique<Pooled>();
+    p->conn = std::move(c).value();
+    return p;
+  }
+
+  Result<HttpResponse> exchange(Pooled& p, const HttpRequest& request, int extra_ms, bool& reusable);
+};
+
+Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& request, int extra_ms,
+                                               bool& reusable) {
+  reusable = false;
+  http::request<http::vector_body<std::uint8_t>> req;
+  req.method(http::string_to_verb(request.method));
+  req.target(url.prefix + request.target);
+  req.version(11);
+  req.set(http::field::host, url.host_header());
+  req.set(http::field::user_agent, "kcache-client/0.1");
+  for (const auto& [name, value] : request.headers) req.set(name, value);
+  req.body() = request.body;
+  req.keep_alive(true);
+  req.prepare_payload();
+  std::uint64_t base = static_cast<std::uint64_t>(timeouts.request_ms);
+  DeadlineStream stream(*p.conn, after_ms(base + transfer_ms(request.body.size(), timeouts.min_rate)));
+  error_code ec;
+  http::write(stream, req, ec);
+  if (ec) return transport_error(ec, request.method + " " + request.target + " (sending)");
+
+  stream.set_deadline(after_ms(base + static_cast<std::uint64_t>(std::max(extra_ms, 0))));
+  http::response_parser<http::vector_body<std::uint8_t>> parser;
+  parser.body_limit(timeouts.max_body);
+  parser.header_limit(64 * 1024);
+  if (request.method == "HEAD") parser.skip(true);
+  http::read_header(stream, p.buffer, parser, ec);
+  if (ec) return transport_error(ec, request.method + " " + request.target + " (waiting for the answer)");
+  std::uint64_t declared = parser.content_length().value_or(0);
+  if (declared > timeouts.max_body) return make_error(Errc::too_large, "response body over the limit");
+  stream.set_deadline(after_ms(base + transfer_ms(declared, timeouts.min_rate)));
+  if (!parser.is_done()) http::read(stream, p.buffer, parser, ec);
+  if (ec) return transport_error(ec, request.method + " " + request.target + " (reading the body)");
+
+  auto res = parser.release();
+  HttpResponse out;
+  out.status = static_cast<int>(res.result_int());
+  for (const auto& field : res) {
+    std::string name(field.name_string());
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    out.headers[name] = std::string(field.value());
+  }
+  out.body = std::move(res.body());
+  reusable = res.keep_alive();
+  return out;
+}
+
+Result<Url> Url::parse(std::string_view text) {
+  Url u;
+  std::string_view rest;
+  if (text.substr(0, 7) == "http://") {
+    rest = text.substr(7);
+  } else if (text.substr(0, 8) == "https://") {
+    u.tls = true;
+    rest = text.substr(8);
+  } else {
+    return make_error(Errc::invalid_argument, "URL must start with http:// or https://");
+  }
+  auto slash = rest.find('/');
+  std::string_view hostport = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    u.prefix = std::string(rest.substr(slash));
+    while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
+  }
+  std::string_view port;
+  if (!hostport.empty() && hostport.front() == '[') {
+    auto close = hostport.find(']');
+    if (close == std::string_view::npos) return make_error(Errc::invalid_argument, "bad IPv6 host in URL");
+    u.host = std::string(hostport.substr(1, close - 1));
+    std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return make_error(Errc::invalid_argument, "bad URL after IPv6 host");
+      port = after.substr(1);
+    }
+  } else {
+    auto colon = hostport.rfind(':');
+    u.host = std::string(hostport.substr(0, colon));
+    if (colon != std::string_view::npos) port = hostport.substr(colon + 1);
+  }
+  if (u.host.empty()) return make_error(Errc::invalid_argument, "URL has no host");
+  if (u.host.find('@') != std::string::npos) {
+    return make_error(Errc::invalid_argument, "credentials in the URL are not supported (use KCACHE_TOKEN)");
+  }
+  if (port.empty()) {
+    u.port = u.tls ? "443" : "80";
+  } else {
+    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return make_error(Errc::invalid_argument, "bad port in URL");
+    }
+    u.port = std::string(port);
+  }
+  return u;
+}
+
+std::string Url::host_header() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  bool default_port = (tls && port == "443") || (!tls && port == "80");
+  return default_port ? h : h + ":" + port;
+}
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+namespace {
+
+void install_fork_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork(
+        [] {
+          registry_mutex().lock();
+          for (auto* impl : registry()) impl->mu.lock();
+        },
+        [] {
+          for (auto* impl : registry()) impl->mu.unlock();
+          registry_mutex().unlock();
+        },
+        [] {
+          // The child drops the pools lazily (pid check); here it only
+          // releases the locks the forking thread took.
+          for (auto* impl : registry()) impl->mu.unlock();
+          registry_mutex().unlock();
+        });
+  });
+}
+
+Result<SSL_CTX*> make_tls_context(const TlsFiles& tls) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return make_error(Errc::internal, "SSL_CTX_new failed");
+  auto fail = [&](const std::string& what) -> Error {
+    unsigned long e = ERR_get_error();
+    ERR_clear_error();
+    char buf[256] = {};
+    if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
+    SSL_CTX_free(ctx);
+    return make_error(Errc::invalid_argument, what + (e != 0 ? std::string(": ") + buf : std::string()));
+  };
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (!tls.ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx, tls.ca_file.c_str(), nullptr) != 1) {
+      return fail("cannot load CA file " + tls.ca_file);
+    }
+  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    return fail("cannot load the system CA store");
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    SSL_CTX_free(ctx);
+    return make_error(Errc::invalid_argument, "client certificate and key must be set together");
+  }
+  if (!tls.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
+      return fail("cannot load client certificate " + tls.cert_file);
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return fail("cannot load client key " + tls.key_file);  // the path only, never the key
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) return fail("client key does not match the certificate");
+  }
+  return ctx;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpClient>> HttpClient::create(Url url, TlsFiles tls, Timeouts timeouts) {
+  auto impl = std::make_unique<Impl>();
+  impl->url = std::move(url);
+  impl->timeouts = timeouts;
+  if (impl->url.tls) {
+    auto ctx = make_tls_context(tls);
+    if (!ctx.ok()) return ctx.error();
+    impl->ctx = *ctx;
+  }
+  install_fork_handlers();
+  {
+    std::lock_guard<std::mutex> g(registry_mutex());
+    registry().insert(impl.get());
+  }
+  return std::unique_ptr<HttpClient>(new HttpClient(std::move(impl)));
+}
+
+HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpClient::~HttpClient() = default;
+
+Result<HttpResponse> HttpClient::send(const HttpRequest& request, int extra_ms) {
+  // A pooled connection the server closed while idle fails before any answer
+  // byte; such a failure is retried once on a fresh connection.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Pooled> p = attempt == 0 ? impl_->take() : nullptr;
+    bool reused = p != nullptr;
+    if (!p) {
+      auto fresh = impl_->connect();
+      if (!fresh.ok()) return fresh.error();
+      p = std::move(fresh).value();
+    }
+    bool reusable = false;
+    auto r = impl_->exchange(*p, request, extra_ms, reusable);
+    if (r.ok()) {
+      if (reusable) impl_->give_back(std::move(p));
+      return r;
+    }
+    if (!reused || r.error().code != Errc::unavailable) return r;
+  }
+  return make_error(Errc::unavailable, "unreachable");
+}
+
+void HttpClient::drop_pool() {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  impl_->idle.clear();
+}
+
+std::size_t HttpClient::pool_size() {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  impl_->check_pid_locked();
+  return impl_->idle.size();
+}
+
+std::uint64_t HttpClient::connections_opened() const { return impl_->opened.load(); }
+
+}  // namespace kcache::client
