@@ -20,8 +20,8 @@
 
 namespace kcache {
 
-using client::LogLevel;
 using client::log;
+using client::LogLevel;
 using SteadyClock = std::chrono::steady_clock;
 using Bytes = std::vector<std::uint8_t>;
 
@@ -41,13 +41,16 @@ namespace {
 Result<std::string> pem_text(const std::string& value, const char* what) {
   if (value.find("-----BEGIN") != std::string::npos) return value;
   std::ifstream in(value, std::ios::binary);
-  if (!in) return make_error(Errc::invalid_argument, std::string("cannot read ") + what + " " + value);
+  if (!in)
+    return make_error(Errc::invalid_argument, std::string("cannot read ") + what + " " + value);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-std::string short_key(std::string_view key) { return std::string(key.substr(0, 12)) + "…"; }
+std::string short_key(std::string_view key) {
+  return std::string(key.substr(0, 12)) + "…";
+}
 
 double manifest_compile_seconds(const artifact::Bundle& b) {
   const auto& m = b.manifest;
@@ -114,8 +117,8 @@ struct Client::Impl {
     auto b = verify(key, *bytes);
     if (!b.ok()) {
       stats.refused.fetch_add(1);
-      log(LogLevel::warn, "node tier object " + short_key(key) + " refused (" + errc_name(b.error().code) +
-                              ": " + b.error().message + "); deleted");
+      log(LogLevel::warn, "node tier object " + short_key(key) + " refused (" +
+                              errc_name(b.error().code) + ": " + b.error().message + "); deleted");
       node->remove(key);
       return std::nullopt;
     }
@@ -143,8 +146,8 @@ struct Client::Impl {
     auto b = verify(key, bytes);
     if (!b.ok()) {
       stats.refused.fetch_add(1);
-      log(LogLevel::warn, "server artifact " + short_key(key) + " refused (" + errc_name(b.error().code) + ": " +
-                              b.error().message + ")");
+      log(LogLevel::warn, "server artifact " + short_key(key) + " refused (" +
+                              errc_name(b.error().code) + ": " + b.error().message + ")");
       return Fetch::refused;
     }
     count_hit(stats.server_hits, *b);
@@ -155,7 +158,8 @@ struct Client::Impl {
 
   void server_failed(const char* what, const Error& e) {
     stats.server_errors.fetch_add(1);
-    log(LogLevel::warn, std::string("server ") + what + " failed, continuing without it: " + e.message);
+    log(LogLevel::warn,
+        std::string("server ") + what + " failed, continuing without it: " + e.message);
   }
 
   // ---- compiling ----
@@ -172,7 +176,8 @@ struct Client::Impl {
     } catch (...) {
       out = make_error(Errc::internal, "compile callback threw");
     }
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
+    auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0).count();
     stats.compile_us_spent.fetch_add(static_cast<std::uint64_t>(us));
     if (!out.ok()) {
       stats.compile_failures.fetch_add(1);
@@ -187,7 +192,8 @@ struct Client::Impl {
     if (signer && !checked->signer_key_id) {
       auto signed_bytes = sign(key, *out);
       if (!signed_bytes.ok()) {
-        log(LogLevel::warn, "signing failed, keeping the unsigned bundle: " + signed_bytes.error().message);
+        log(LogLevel::warn,
+            "signing failed, keeping the unsigned bundle: " + signed_bytes.error().message);
       } else {
         return signed_bytes;
       }
@@ -217,7 +223,8 @@ struct Client::Impl {
     return Fetched{std::move(bytes).value(), source};
   }
 
-  Result<Fetched> compile_with_lease(std::string_view key, const CompileFn& compile, const client::LeaseAnswer& lease) {
+  Result<Fetched> compile_with_lease(std::string_view key, const CompileFn& compile,
+                                     const client::LeaseAnswer& lease) {
     Result<Bytes> bytes = make_error(Errc::internal, "unset");
     {
       client::LeaseRenewer renewer(*server, std::string(key), lease.token, lease.ttl_ms);
@@ -232,8 +239,9 @@ struct Client::Impl {
     Source source = Source::compiled;
     bool ok_to_share = acceptable(key, *bytes);
     if (!ok_to_share) {
-      log(LogLevel::warn, "compiled bundle for " + short_key(key) +
-                              " is not signed by a trusted key; not shared (configure KCACHE_SIGNING_KEY)");
+      log(LogLevel::warn,
+          "compiled bundle for " + short_key(key) +
+              " is not signed by a trusted key; not shared (configure KCACHE_SIGNING_KEY)");
       (void)server->release(key, lease.token);
       stats.local_compiles.fetch_add(1);
       return Fetched{std::move(bytes).value(), Source::local};
@@ -254,8 +262,8 @@ struct Client::Impl {
 
   // The server half of get_or_compile. REQUIRES: server, the key missed in
   // the node tier.
-  Result<Fetched> single_flight(std::string_view key, const CompileFn& compile, SteadyClock::time_point deadline,
-                                std::string_view explanation) {
+  Result<Fetched> single_flight(std::string_view key, const CompileFn& compile,
+                                SteadyClock::time_point deadline, std::string_view explanation) {
     int exists_bounces = 0;
     bool counted_wait = false;
     bool counted_miss = false;
@@ -275,7 +283,8 @@ struct Client::Impl {
         server_failed("POST lease", lease.error());
         return compile_locally(key, compile, Source::local);
       }
-      if (lease->kind == client::LeaseAnswer::Kind::granted) return compile_with_lease(key, compile, *lease);
+      if (lease->kind == client::LeaseAnswer::Kind::granted)
+        return compile_with_lease(key, compile, *lease);
       if (lease->kind == client::LeaseAnswer::Kind::exists) {
         // Stored between our GET and POST; more than a few bounces means the
         // server contradicts itself.
@@ -288,9 +297,12 @@ struct Client::Impl {
         stats.lease_waits.fetch_add(1);
         counted_wait = true;
       }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now())
+              .count();
       if (left <= 0) {
-        log(LogLevel::warn, "waited the whole budget for another compile of " + short_key(key) + "; compiling here");
+        log(LogLevel::warn, "waited the whole budget for another compile of " + short_key(key) +
+                                "; compiling here");
         return compile_locally(key, compile, Source::local);
       }
       int wait = static_cast<int>(std::min<long long>(left, cfg.long_poll_ms));
@@ -326,7 +338,8 @@ struct Client::Impl {
     ::close(fd);
   }
 
-  Result<Fetched> get_or_compile(std::string_view key, const CompileFn& compile, std::string_view explanation) {
+  Result<Fetched> get_or_compile(std::string_view key, const CompileFn& compile,
+                                 std::string_view explanation) {
     if (!artifact::is_cache_key_hex(key)) {
       return make_error(Errc::invalid_argument, "not a cache key (64 lowercase hex characters)");
     }
@@ -418,7 +431,12 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
       auto pem = pem_text(entry, "trusted key");
       if (!pem.ok()) return pem.error();
       auto id = impl->trust.add_public_pem(*pem);
-      if (!id.ok()) return make_error(id.error().code, "trusted key " + (entry.find("-----BEGIN") == std::string::npos ? entry : std::string("(PEM)")) + ": " + id.error().message);
+      if (!id.ok())
+        return make_error(
+            id.error().code,
+            "trusted key " +
+                (entry.find("-----BEGIN") == std::string::npos ? entry : std::string("(PEM)")) +
+                ": " + id.error().message);
     }
     if (!config.signing_key.empty()) {
       auto pem = pem_text(config.signing_key, "signing key");
@@ -429,18 +447,21 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
     }
     if (!config.url.empty()) {
       auto url = client::Url::parse(config.url);
-      if (!url.ok()) return make_error(Errc::invalid_argument, "KCACHE_URL: " + url.error().message);
+      if (!url.ok())
+        return make_error(Errc::invalid_argument, "KCACHE_URL: " + url.error().message);
       client::Timeouts t;
       t.connect_ms = config.connect_timeout_ms;
       t.request_ms = config.request_timeout_ms;
       t.min_rate = config.min_transfer_rate;
-      auto http = client::HttpClient::create(*url, {config.ca_file, config.client_cert, config.client_key}, t);
+      auto http = client::HttpClient::create(
+          *url, {config.ca_file, config.client_cert, config.client_key}, t);
       if (!http.ok()) return http.error();
-      impl->breaker = std::make_shared<client::CircuitBreaker>(config.breaker_threshold, config.breaker_cooldown_ms);
+      impl->breaker = std::make_shared<client::CircuitBreaker>(config.breaker_threshold,
+                                                               config.breaker_cooldown_ms);
       if (config.client_name.empty()) config.client_name = default_client_name();
       impl->server = std::make_unique<client::ServerApi>(
-          std::move(http).value(), client::RetryPolicy{config.retries, config.retry_base_ms, 2000}, impl->breaker,
-          config.token, config.client_name);
+          std::move(http).value(), client::RetryPolicy{config.retries, config.retry_base_ms, 2000},
+          impl->breaker, config.token, config.client_name);
     }
     impl->cfg = std::move(config);
     log(LogLevel::debug, "client: " + impl->cfg.describe());
@@ -461,7 +482,8 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() {
   try {
     auto s = impl_->snapshot();
-    if (s.node_hits + s.server_hits + s.misses + s.compiles > 0) log(LogLevel::info, client::stats_line(s));
+    if (s.node_hits + s.server_hits + s.misses + s.compiles > 0)
+      log(LogLevel::info, client::stats_line(s));
   } catch (...) {
   }
 }
@@ -482,7 +504,8 @@ Result<bool> Client::put(std::string_view key, std::span<const std::uint8_t> bun
   }
 }
 
-Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& compile, std::string_view explanation) {
+Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& compile,
+                                       std::string_view explanation) {
   try {
     return impl_->get_or_compile(key, compile, explanation);
   } catch (const std::exception& e) {
@@ -490,9 +513,17 @@ Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& co
   }
 }
 
-ClientStats Client::stats() const { return impl_->snapshot(); }
-std::string Client::stats_json() const { return client::stats_json(impl_->snapshot()); }
-std::string Client::stats_line() const { return client::stats_line(impl_->snapshot()); }
-const ClientConfig& Client::config() const { return impl_->cfg; }
+ClientStats Client::stats() const {
+  return impl_->snapshot();
+}
+std::string Client::stats_json() const {
+  return client::stats_json(impl_->snapshot());
+}
+std::string Client::stats_line() const {
+  return client::stats_line(impl_->snapshot());
+}
+const ClientConfig& Client::config() const {
+  return impl_->cfg;
+}
 
 }  // namespace kcache

@@ -62,9 +62,9 @@ struct ClientStats {
   std::uint64_t bytes_uploaded = 0;
   std::uint64_t uploads = 0;
   std::uint64_t upload_failures = 0;
-  std::uint64_t server_errors = 0;   // failed server calls (after retries)
-  std::uint64_t refused = 0;         // bundles that failed verification
-  std::string breaker;               // "closed", "open" or "half_open"
+  std::uint64_t server_errors = 0;  // failed server calls (after retries)
+  std::uint64_t refused = 0;        // bundles that failed verification
+  std::string breaker;              // "closed", "open" or "half_open"
 };
 
 // Compiles the region: returns the bundle bytes (manifest "key" = the key),

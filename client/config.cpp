@@ -19,7 +19,8 @@ std::string trim(std::string s) {
 
 Result<bool> parse_bool(const std::string& name, const std::string& v) {
   std::string s;
-  for (char c : trim(v)) s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : trim(v))
+    s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   if (s.empty() || s == "0" || s == "false" || s == "no" || s == "off") return false;
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
   return make_error(Errc::invalid_argument, name + " must be 0/1/true/false, not '" + v + "'");
@@ -60,13 +61,15 @@ Result<std::uint64_t> parse_size(const std::string& text) {
     default: break;
   }
   if (mult != 1) s.pop_back();
-  if (s.empty() || s.size() > 15) return make_error(Errc::invalid_argument, "bad size '" + text + "'");
+  if (s.empty() || s.size() > 15)
+    return make_error(Errc::invalid_argument, "bad size '" + text + "'");
   std::uint64_t n = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return make_error(Errc::invalid_argument, "bad size '" + text + "'");
     n = n * 10 + static_cast<std::uint64_t>(c - '0');
   }
-  if (n > (~0ull) / mult) return make_error(Errc::invalid_argument, "size too large '" + text + "'");
+  if (n > (~0ull) / mult)
+    return make_error(Errc::invalid_argument, "size too large '" + text + "'");
   return n * mult;
 }
 
@@ -105,7 +108,8 @@ Result<ClientConfig> ClientConfig::from_env(const std::function<const char*(cons
   }
   if (auto v = get("KCACHE_LOCAL_MAX_BYTES"); v && !trim(*v).empty()) {
     auto n = parse_size(*v);
-    if (!n.ok()) return make_error(Errc::invalid_argument, "KCACHE_LOCAL_MAX_BYTES: " + n.error().message);
+    if (!n.ok())
+      return make_error(Errc::invalid_argument, "KCACHE_LOCAL_MAX_BYTES: " + n.error().message);
     c.local_max_bytes = *n;
   }
   if (auto v = get("KCACHE_MODE")) c.mode = trim(*v);

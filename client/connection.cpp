@@ -27,12 +27,15 @@ namespace aerr = boost::asio::error;
 using boost::system::error_code;
 
 int remaining_ms(SteadyTime deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
   if (left.count() <= 0) return 0;
   return static_cast<int>(std::min<long long>(left.count(), 1 << 30));
 }
 
-error_code sys_error(int err) { return error_code(err, boost::system::system_category()); }
+error_code sys_error(int err) {
+  return error_code(err, boost::system::system_category());
+}
 
 std::string ssl_error_text() {
   unsigned long e = ERR_get_error();
@@ -45,18 +48,21 @@ std::string ssl_error_text() {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> Connection::open(const std::string& host, const std::string& port,
-                                                     ssl_ctx_st* ctx, SteadyTime deadline) {
+Result<std::unique_ptr<Connection>> Connection::open(const std::string& host,
+                                                     const std::string& port, ssl_ctx_st* ctx,
+                                                     SteadyTime deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) return make_error(Errc::unavailable, "cannot resolve " + host + ": " + gai_strerror(rc));
+  if (rc != 0)
+    return make_error(Errc::unavailable, "cannot resolve " + host + ": " + gai_strerror(rc));
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> guard(found, &freeaddrinfo);
   std::string last = "no address";
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last = std::strerror(errno);
       continue;
@@ -71,7 +77,8 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& host, co
       }
       error_code ec;
       if (!conn->wait(POLLOUT, deadline, ec)) {
-        if (ec == aerr::timed_out) return make_error(Errc::timeout, "connect to " + host + ":" + port + " timed out");
+        if (ec == aerr::timed_out)
+          return make_error(Errc::timeout, "connect to " + host + ":" + port + " timed out");
         last = ec.message();
         continue;
       }
@@ -106,7 +113,8 @@ Status Connection::handshake(const std::string& host, SteadyTime deadline) {
   SSL_set_connect_state(ssl_);
   in6_addr a6{};
   in_addr a4{};
-  bool is_ip = ::inet_pton(AF_INET, host.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, host.c_str(), &a6) == 1;
+  bool is_ip =
+      ::inet_pton(AF_INET, host.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, host.c_str(), &a6) == 1;
   if (is_ip) {
     X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), host.c_str());
   } else {
@@ -161,7 +169,8 @@ bool Connection::wait(short events, SteadyTime deadline, error_code& ec) const {
   }
 }
 
-std::size_t Connection::raw_read(void* data, std::size_t size, SteadyTime deadline, error_code& ec) {
+std::size_t Connection::raw_read(void* data, std::size_t size, SteadyTime deadline,
+                                 error_code& ec) {
   for (;;) {
     ssize_t n = ::recv(fd_, data, size, 0);
     if (n > 0) return static_cast<std::size_t>(n);
@@ -178,7 +187,8 @@ std::size_t Connection::raw_read(void* data, std::size_t size, SteadyTime deadli
   }
 }
 
-bool Connection::raw_write_all(const void* data, std::size_t size, SteadyTime deadline, error_code& ec) {
+bool Connection::raw_write_all(const void* data, std::size_t size, SteadyTime deadline,
+                               error_code& ec) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     ssize_t n = ::send(fd_, p, size, MSG_NOSIGNAL);
@@ -216,7 +226,8 @@ bool Connection::fill_tls(SteadyTime deadline, error_code& ec) {
   return true;
 }
 
-std::size_t Connection::read_some(void* data, std::size_t size, SteadyTime deadline, error_code& ec) {
+std::size_t Connection::read_some(void* data, std::size_t size, SteadyTime deadline,
+                                  error_code& ec) {
   if (ssl_ == nullptr) return raw_read(data, size, deadline, ec);
   for (;;) {
     ERR_clear_error();
@@ -240,7 +251,8 @@ std::size_t Connection::read_some(void* data, std::size_t size, SteadyTime deadl
   }
 }
 
-std::size_t Connection::write_some(const void* data, std::size_t size, SteadyTime deadline, error_code& ec) {
+std::size_t Connection::write_some(const void* data, std::size_t size, SteadyTime deadline,
+                                   error_code& ec) {
   if (ssl_ == nullptr) {
     if (!raw_write_all(data, size, deadline, ec)) return 0;
     return size;

@@ -11,11 +11,11 @@
 
 #include <sys/types.h>
 
+#include <boost/system/error_code.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <boost/system/error_code.hpp>
 
 #include "common/result.hpp"
 
@@ -40,8 +40,10 @@ class Connection {
 
   // Like recv/send: at least one byte, or an error (asio's eof, timed_out,
   // or a system error). Both honour `deadline`.
-  std::size_t read_some(void* data, std::size_t size, SteadyTime deadline, boost::system::error_code& ec);
-  std::size_t write_some(const void* data, std::size_t size, SteadyTime deadline, boost::system::error_code& ec);
+  std::size_t read_some(void* data, std::size_t size, SteadyTime deadline,
+                        boost::system::error_code& ec);
+  std::size_t write_some(const void* data, std::size_t size, SteadyTime deadline,
+                         boost::system::error_code& ec);
 
   // An idle keep-alive connection is usable when the peer has neither closed
   // it nor sent anything unasked.
@@ -53,8 +55,10 @@ class Connection {
   bool wait(short events, SteadyTime deadline, boost::system::error_code& ec) const;
   bool flush_tls(SteadyTime deadline, boost::system::error_code& ec);
   bool fill_tls(SteadyTime deadline, boost::system::error_code& ec);
-  std::size_t raw_read(void* data, std::size_t size, SteadyTime deadline, boost::system::error_code& ec);
-  bool raw_write_all(const void* data, std::size_t size, SteadyTime deadline, boost::system::error_code& ec);
+  std::size_t raw_read(void* data, std::size_t size, SteadyTime deadline,
+                       boost::system::error_code& ec);
+  bool raw_write_all(const void* data, std::size_t size, SteadyTime deadline,
+                     boost::system::error_code& ec);
   Status handshake(const std::string& host, SteadyTime deadline);
 
   int fd_ = -1;

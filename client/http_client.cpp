@@ -26,7 +26,8 @@ using boost::system::error_code;
 namespace {
 
 SteadyTime after_ms(std::uint64_t ms) {
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(std::min<std::uint64_t>(ms, 1ull << 40));
+  return std::chrono::steady_clock::now() +
+         std::chrono::milliseconds(std::min<std::uint64_t>(ms, 1ull << 40));
 }
 
 std::uint64_t transfer_ms(std::uint64_t bytes, std::uint64_t rate) {
@@ -42,7 +43,8 @@ class DeadlineStream {
 
   template <class MutableBufferSequence>
   std::size_t read_some(const MutableBufferSequence& buffers, error_code& ec) {
-    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers); ++it) {
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers);
+         ++it) {
       net::mutable_buffer b = *it;
       if (b.size() > 0) return c_.read_some(b.data(), b.size(), deadline_, ec);
     }
@@ -58,7 +60,8 @@ class DeadlineStream {
   }
   template <class ConstBufferSequence>
   std::size_t write_some(const ConstBufferSequence& buffers, error_code& ec) {
-    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers); ++it) {
+    for (auto it = net::buffer_sequence_begin(buffers); it != net::buffer_sequence_end(buffers);
+         ++it) {
       net::const_buffer b = *it;
       if (b.size() > 0) return c_.write_some(b.data(), b.size(), deadline_, ec);
     }
@@ -96,7 +99,8 @@ std::set<HttpClient::Impl*>& registry() {
 
 Error transport_error(const error_code& ec, const std::string& what) {
   if (ec == net::error::timed_out) return make_error(Errc::timeout, what + ": deadline passed");
-  if (ec == http::error::body_limit) return make_error(Errc::too_large, what + ": response body over the limit");
+  if (ec == http::error::body_limit)
+    return make_error(Errc::too_large, what + ": response body over the limit");
   return make_error(Errc::unavailable, what + ": " + ec.message());
 }
 
@@ -150,7 +154,8 @@ struct HttpClient::Impl {
   }
 
   Result<std::unique_ptr<Pooled>> connect() {
-    auto c = Connection::open(url.host, url.port, ctx, after_ms(static_cast<std::uint64_t>(timeouts.connect_ms)));
+    auto c = Connection::open(url.host, url.port, ctx,
+                              after_ms(static_cast<std::uint64_t>(timeouts.connect_ms)));
     if (!c.ok()) return c.error();
     opened.fetch_add(1);
     auto p = std::make_unique<Pooled>();
@@ -158,11 +163,12 @@ struct HttpClient::Impl {
     return p;
   }
 
-  Result<HttpResponse> exchange(Pooled& p, const HttpRequest& request, int extra_ms, bool& reusable);
+  Result<HttpResponse> exchange(Pooled& p, const HttpRequest& request, int extra_ms,
+                                bool& reusable);
 };
 
 Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& request, int extra_ms,
-                                               bool& reusable) {
+                                                bool& reusable) {
   reusable = false;
   http::request<http::vector_body<std::uint8_t>> req;
   req.method(http::string_to_verb(request.method));
@@ -175,7 +181,8 @@ Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& re
   req.keep_alive(true);
   req.prepare_payload();
   std::uint64_t base = static_cast<std::uint64_t>(timeouts.request_ms);
-  DeadlineStream stream(*p.conn, after_ms(base + transfer_ms(request.body.size(), timeouts.min_rate)));
+  DeadlineStream stream(*p.conn,
+                        after_ms(base + transfer_ms(request.body.size(), timeouts.min_rate)));
   error_code ec;
   http::write(stream, req, ec);
   if (ec) return transport_error(ec, request.method + " " + request.target + " (sending)");
@@ -186,9 +193,11 @@ Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& re
   parser.header_limit(64 * 1024);
   if (request.method == "HEAD") parser.skip(true);
   http::read_header(stream, p.buffer, parser, ec);
-  if (ec) return transport_error(ec, request.method + " " + request.target + " (waiting for the answer)");
+  if (ec)
+    return transport_error(ec, request.method + " " + request.target + " (waiting for the answer)");
   std::uint64_t declared = parser.content_length().value_or(0);
-  if (declared > timeouts.max_body) return make_error(Errc::too_large, "response body over the limit");
+  if (declared > timeouts.max_body)
+    return make_error(Errc::too_large, "response body over the limit");
   stream.set_deadline(after_ms(base + transfer_ms(declared, timeouts.min_rate)));
   if (!parser.is_done()) http::read(stream, p.buffer, parser, ec);
   if (ec) return transport_error(ec, request.method + " " + request.target + " (reading the body)");
@@ -198,7 +207,8 @@ Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& re
   out.status = static_cast<int>(res.result_int());
   for (const auto& field : res) {
     std::string name(field.name_string());
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     out.headers[name] = std::string(field.value());
   }
   out.body = std::move(res.body());
@@ -226,11 +236,13 @@ Result<Url> Url::parse(std::string_view text) {
   std::string_view port;
   if (!hostport.empty() && hostport.front() == '[') {
     auto close = hostport.find(']');
-    if (close == std::string_view::npos) return make_error(Errc::invalid_argument, "bad IPv6 host in URL");
+    if (close == std::string_view::npos)
+      return make_error(Errc::invalid_argument, "bad IPv6 host in URL");
     u.host = std::string(hostport.substr(1, close - 1));
     std::string_view after = hostport.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') return make_error(Errc::invalid_argument, "bad URL after IPv6 host");
+      if (after.front() != ':')
+        return make_error(Errc::invalid_argument, "bad URL after IPv6 host");
       port = after.substr(1);
     }
   } else {
@@ -240,12 +252,14 @@ Result<Url> Url::parse(std::string_view text) {
   }
   if (u.host.empty()) return make_error(Errc::invalid_argument, "URL has no host");
   if (u.host.find('@') != std::string::npos) {
-    return make_error(Errc::invalid_argument, "credentials in the URL are not supported (use KCACHE_TOKEN)");
+    return make_error(Errc::invalid_argument,
+                      "credentials in the URL are not supported (use KCACHE_TOKEN)");
   }
   if (port.empty()) {
     u.port = u.tls ? "443" : "80";
   } else {
-    if (port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return make_error(Errc::invalid_argument, "bad port in URL");
     }
     u.port = std::string(port);
@@ -296,7 +310,8 @@ Result<SSL_CTX*> make_tls_context(const TlsFiles& tls) {
     char buf[256] = {};
     if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
     SSL_CTX_free(ctx);
-    return make_error(Errc::invalid_argument, what + (e != 0 ? std::string(": ") + buf : std::string()));
+    return make_error(Errc::invalid_argument,
+                      what + (e != 0 ? std::string(": ") + buf : std::string()));
   };
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
@@ -318,7 +333,8 @@ Result<SSL_CTX*> make_tls_context(const TlsFiles& tls) {
     if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
       return fail("cannot load client key " + tls.key_file);  // the path only, never the key
     }
-    if (SSL_CTX_check_private_key(ctx) != 1) return fail("client key does not match the certificate");
+    if (SSL_CTX_check_private_key(ctx) != 1)
+      return fail("client key does not match the certificate");
   }
   return ctx;
 }
@@ -378,6 +394,8 @@ std::size_t HttpClient::pool_size() {
   return impl_->idle.size();
 }
 
-std::uint64_t HttpClient::connections_opened() const { return impl_->opened.load(); }
+std::uint64_t HttpClient::connections_opened() const {
+  return impl_->opened.load();
+}
 
 }  // namespace kcache::client

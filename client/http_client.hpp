@@ -35,7 +35,7 @@ namespace kcache::client {
 
 struct Url {
   bool tls = false;
-  std::string host;    // without brackets for IPv6
+  std::string host;  // without brackets for IPv6
   std::string port;
   std::string prefix;  // path prefix without a trailing '/', may be empty
   // http://host[:port][/prefix], https://…; IPv6 hosts in brackets.
@@ -52,8 +52,8 @@ struct TlsFiles {
 struct Timeouts {
   int connect_ms = 2000;
   int request_ms = 5000;
-  std::uint64_t min_rate = 1 << 20;           // bytes per second
-  std::uint64_t max_body = 2ull << 30;        // largest response body
+  std::uint64_t min_rate = 1 << 20;     // bytes per second
+  std::uint64_t max_body = 2ull << 30;  // largest response body
 };
 
 struct HttpRequest {

@@ -12,7 +12,9 @@ LeaseRenewer::LeaseRenewer(ServerApi& server, std::string key, std::string lease
   thread_ = std::thread([this, interval] { run(interval); });
 }
 
-LeaseRenewer::~LeaseRenewer() { stop(); }
+LeaseRenewer::~LeaseRenewer() {
+  stop();
+}
 
 void LeaseRenewer::stop() {
   {
@@ -41,9 +43,11 @@ void LeaseRenewer::run(int interval_ms) {
     auto r = server_.renew(key_, lease_);
     lk.lock();
     if (!r.ok()) {
-      log(LogLevel::warn, "lease renewal for " + key_.substr(0, 12) + "… failed: " + r.error().message);
+      log(LogLevel::warn,
+          "lease renewal for " + key_.substr(0, 12) + "… failed: " + r.error().message);
     } else if (*r == RenewAnswer::lost) {
-      log(LogLevel::warn, "lease on " + key_.substr(0, 12) + "… was lost while compiling (expired?)");
+      log(LogLevel::warn,
+          "lease on " + key_.substr(0, 12) + "… was lost while compiling (expired?)");
       lost_ = true;
       return;
     } else {

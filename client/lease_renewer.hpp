@@ -36,9 +36,9 @@ class LeaseRenewer {
   std::string lease_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;   // GUARDED_BY(mu_)
-  bool lost_ = false;   // GUARDED_BY(mu_)
-  int renewals_ = 0;    // GUARDED_BY(mu_)
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  bool lost_ = false;  // GUARDED_BY(mu_)
+  int renewals_ = 0;   // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -23,7 +23,9 @@ bool set_log_level(std::string_view name) {
   return false;
 }
 
-bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+bool log_enabled(LogLevel level) {
+  return static_cast<int>(level) >= g_level.load();
+}
 
 void log(LogLevel level, std::string_view text) {
   if (!log_enabled(level) || level == LogLevel::off) return;

@@ -22,7 +22,9 @@ namespace {
 constexpr auto k_stale_temp = std::chrono::hours(24);
 constexpr std::int64_t k_touch_interval_s = 60;
 
-std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string errno_text(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
 
 bool write_all(int fd, const std::uint8_t* p, std::size_t n) {
   while (n > 0) {
@@ -43,7 +45,9 @@ std::string random_suffix() {
   return s;
 }
 
-std::int64_t last_use(const struct stat& st) { return std::max(st.st_atim.tv_sec, st.st_mtim.tv_sec); }
+std::int64_t last_use(const struct stat& st) {
+  return std::max(st.st_atim.tv_sec, st.st_mtim.tv_sec);
+}
 
 }  // namespace
 
@@ -54,7 +58,8 @@ NodeLock::~NodeLock() {
   }
 }
 
-NodeTier::NodeTier(std::string root, std::uint64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {}
+NodeTier::NodeTier(std::string root, std::uint64_t max_bytes)
+    : root_(std::move(root)), max_bytes_(max_bytes) {}
 
 std::string NodeTier::object_path(std::string_view key) const {
   return root_ + "/objects/" + std::string(key.substr(0, 2)) + "/" + std::string(key);
@@ -64,7 +69,7 @@ std::optional<std::vector<std::uint8_t>> NodeTier::read(std::string_view key) co
   std::string path = object_path(key);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  struct stat st {};
+  struct stat st{};
   std::vector<std::uint8_t> out;
   bool ok = ::fstat(fd, &st) == 0;
   if (ok) {
@@ -122,7 +127,9 @@ Result<bool> NodeTier::publish(std::string_view key, std::span<const std::uint8_
   return published;
 }
 
-void NodeTier::remove(std::string_view key) const { ::unlink(object_path(key).c_str()); }
+void NodeTier::remove(std::string_view key) const {
+  ::unlink(object_path(key).c_str());
+}
 
 NodeTier::TrimReport NodeTier::trim() const {
   TrimReport report;
@@ -135,11 +142,12 @@ NodeTier::TrimReport NodeTier::trim() const {
   std::int64_t now = ::time(nullptr);
   auto stale = std::chrono::duration_cast<std::chrono::seconds>(k_stale_temp).count();
   std::error_code ec;
-  for (fs::directory_iterator shard(root_ + "/objects", ec), end; !ec && shard != end; shard.increment(ec)) {
+  for (fs::directory_iterator shard(root_ + "/objects", ec), end; !ec && shard != end;
+       shard.increment(ec)) {
     std::error_code ec2;
     for (fs::directory_iterator it(shard->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
       std::string path = it->path().string();
-      struct stat st {};
+      struct stat st{};
       if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
       if (it->path().filename().string().rfind(".tmp-", 0) == 0) {
         if (now - st.st_mtim.tv_sec > stale) ::unlink(path.c_str());
@@ -152,7 +160,8 @@ NodeTier::TrimReport NodeTier::trim() const {
   report.bytes_after = report.bytes_before;
   if (max_bytes_ > 0 && report.bytes_before > max_bytes_) {
     std::uint64_t target = max_bytes_ / 10 * 9;
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.used < b.used; });
     for (const auto& e : entries) {
       if (report.bytes_after <= target) break;
       if (::unlink(e.path.c_str()) == 0) {
@@ -163,18 +172,21 @@ NodeTier::TrimReport NodeTier::trim() const {
   }
   // Lock files of keys not touched for a day. A process that opened one just
   // before the unlink may lock an orphan: at worst one extra compile.
-  for (fs::directory_iterator shard(root_ + "/locks", ec), end; !ec && shard != end; shard.increment(ec)) {
+  for (fs::directory_iterator shard(root_ + "/locks", ec), end; !ec && shard != end;
+       shard.increment(ec)) {
     std::error_code ec2;
     for (fs::directory_iterator it(shard->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
-      struct stat st {};
+      struct stat st{};
       std::string path = it->path().string();
-      if (::lstat(path.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > stale) ::unlink(path.c_str());
+      if (::lstat(path.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > stale)
+        ::unlink(path.c_str());
     }
   }
   return report;
 }
 
-std::optional<NodeLock> NodeTier::lock(std::string_view key, std::chrono::steady_clock::time_point deadline) const {
+std::optional<NodeLock> NodeTier::lock(std::string_view key,
+                                       std::chrono::steady_clock::time_point deadline) const {
   std::string dir = root_ + "/locks/" + std::string(key.substr(0, 2));
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -191,7 +203,8 @@ std::optional<NodeLock> NodeTier::lock(std::string_view key, std::chrono::steady
     if (errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(sleep, deadline - now));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(sleep, deadline - now));
     sleep = std::min(sleep * 2, std::chrono::milliseconds(50));
   }
 }

@@ -56,7 +56,8 @@ class NodeTier {
   // The per-key lock, shared across processes (flock on a separate open
   // file, so threads of one process exclude each other too). Polls until
   // `deadline`; nullopt when it passed or the lock file cannot be made.
-  std::optional<NodeLock> lock(std::string_view key, std::chrono::steady_clock::time_point deadline) const;
+  std::optional<NodeLock> lock(std::string_view key,
+                               std::chrono::steady_clock::time_point deadline) const;
 
  private:
   std::string root_;

@@ -8,8 +8,12 @@ namespace kcache::client {
 
 namespace {
 
-std::string artifact_path(std::string_view key) { return "/v1/artifacts/" + std::string(key); }
-std::string lease_path(std::string_view key) { return "/v1/leases/" + std::string(key); }
+std::string artifact_path(std::string_view key) {
+  return "/v1/artifacts/" + std::string(key);
+}
+std::string lease_path(std::string_view key) {
+  return "/v1/leases/" + std::string(key);
+}
 
 nlohmann::json body_json(const HttpResponse& r) {
   return nlohmann::json::parse(r.body.begin(), r.body.end(), nullptr, /*allow_exceptions=*/false);
@@ -22,8 +26,9 @@ int json_int(const nlohmann::json& j, const char* name, int fallback) {
 
 }  // namespace
 
-ServerApi::ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry, std::shared_ptr<CircuitBreaker> breaker,
-                     std::string token, std::string client_name)
+ServerApi::ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry,
+                     std::shared_ptr<CircuitBreaker> breaker, std::string token,
+                     std::string client_name)
     : http_(std::move(http)),
       retry_(retry),
       breaker_(std::move(breaker)),
@@ -33,7 +38,8 @@ ServerApi::ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry, std::s
 Error ServerApi::unexpected(const HttpResponse& r, const std::string& what) const {
   std::string msg = what + ": HTTP " + std::to_string(r.status);
   auto j = body_json(r);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) msg += " " + j["error"].get<std::string>();
+  if (j.is_object() && j.contains("error") && j["error"].is_string())
+    msg += " " + j["error"].get<std::string>();
   Errc code = r.status >= 500 ? Errc::unavailable : Errc::internal;
   return make_error(code, msg);
 }
@@ -41,7 +47,8 @@ Error ServerApi::unexpected(const HttpResponse& r, const std::string& what) cons
 Result<HttpResponse> ServerApi::call(HttpRequest request, bool idempotent, int extra_ms) {
   if (!auth_.empty()) request.headers.emplace_back("Authorization", auth_);
   for (int attempt = 0;; ++attempt) {
-    if (!breaker_->allow()) return make_error(Errc::unavailable, "server skipped: circuit breaker open");
+    if (!breaker_->allow())
+      return make_error(Errc::unavailable, "server skipped: circuit breaker open");
     auto r = http_->send(request, extra_ms);
     bool failed = !r.ok() || r->status >= 500;
     if (!failed) {
@@ -76,7 +83,8 @@ Result<LeaseAnswer> ServerApi::acquire(std::string_view key) {
   LeaseAnswer a;
   if (r->status == 201) {
     a.kind = LeaseAnswer::Kind::granted;
-    if (j.is_object() && j.contains("lease") && j["lease"].is_string()) a.token = j["lease"].get<std::string>();
+    if (j.is_object() && j.contains("lease") && j["lease"].is_string())
+      a.token = j["lease"].get<std::string>();
     if (a.token.empty()) a.token = r->header("x-kcache-lease");
     if (a.token.empty()) return make_error(Errc::internal, "lease granted without a token");
     a.ttl_ms = json_int(j, "ttl_ms", 60000);
@@ -111,7 +119,8 @@ Status ServerApi::release(std::string_view key, const std::string& lease) {
   return unexpected(*r, "release lease");
 }
 
-Result<bool> ServerApi::put(std::string_view key, std::span<const std::uint8_t> bundle, const std::string& lease) {
+Result<bool> ServerApi::put(std::string_view key, std::span<const std::uint8_t> bundle,
+                            const std::string& lease) {
   HttpRequest req{"PUT", artifact_path(key), {{"Content-Type", "application/octet-stream"}}, {}};
   if (!lease.empty()) req.headers.emplace_back("X-Kcache-Lease", lease);
   req.body.assign(bundle.begin(), bundle.end());

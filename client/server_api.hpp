@@ -26,17 +26,17 @@ namespace kcache::client {
 
 struct LeaseAnswer {
   enum class Kind { granted, held, exists } kind = Kind::held;
-  std::string token;         // granted
-  int ttl_ms = 0;            // granted
-  int remaining_ms = 0;      // held
+  std::string token;     // granted
+  int ttl_ms = 0;        // granted
+  int remaining_ms = 0;  // held
 };
 
 enum class RenewAnswer { renewed, lost };
 
 class ServerApi {
  public:
-  ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry, std::shared_ptr<CircuitBreaker> breaker,
-            std::string token, std::string client_name);
+  ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry,
+            std::shared_ptr<CircuitBreaker> breaker, std::string token, std::string client_name);
 
   // nullopt: 404. wait_ms > 0 long-polls while a lease on the key is live.
   Result<std::optional<std::vector<std::uint8_t>>> get(std::string_view key, int wait_ms = 0);
@@ -44,7 +44,8 @@ class ServerApi {
   Result<RenewAnswer> renew(std::string_view key, const std::string& lease);
   Status release(std::string_view key, const std::string& lease);
   // true: stored now (201); false: already present (200).
-  Result<bool> put(std::string_view key, std::span<const std::uint8_t> bundle, const std::string& lease);
+  Result<bool> put(std::string_view key, std::span<const std::uint8_t> bundle,
+                   const std::string& lease);
 
   HttpClient& http() { return *http_; }
 

@@ -52,17 +52,20 @@ std::string stats_json(const ClientStats& s) {
 
 std::string stats_line(const ClientStats& s) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "stats: hits node=%llu server=%llu misses=%llu lease_waits=%llu compiles=%llu (local %llu, "
-                "failed %llu) compile_s spent=%.2f saved=%.2f bytes in=%llu out=%llu server_errors=%llu "
-                "refused=%llu breaker=%s",
-                static_cast<unsigned long long>(s.node_hits), static_cast<unsigned long long>(s.server_hits),
-                static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.lease_waits),
-                static_cast<unsigned long long>(s.compiles), static_cast<unsigned long long>(s.local_compiles),
-                static_cast<unsigned long long>(s.compile_failures), s.compile_seconds_spent,
-                s.compile_seconds_saved, static_cast<unsigned long long>(s.bytes_fetched),
-                static_cast<unsigned long long>(s.bytes_uploaded), static_cast<unsigned long long>(s.server_errors),
-                static_cast<unsigned long long>(s.refused), s.breaker.c_str());
+  std::snprintf(
+      buf, sizeof buf,
+      "stats: hits node=%llu server=%llu misses=%llu lease_waits=%llu compiles=%llu (local %llu, "
+      "failed %llu) compile_s spent=%.2f saved=%.2f bytes in=%llu out=%llu server_errors=%llu "
+      "refused=%llu breaker=%s",
+      static_cast<unsigned long long>(s.node_hits), static_cast<unsigned long long>(s.server_hits),
+      static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.lease_waits),
+      static_cast<unsigned long long>(s.compiles),
+      static_cast<unsigned long long>(s.local_compiles),
+      static_cast<unsigned long long>(s.compile_failures), s.compile_seconds_spent,
+      s.compile_seconds_saved, static_cast<unsigned long long>(s.bytes_fetched),
+      static_cast<unsigned long long>(s.bytes_uploaded),
+      static_cast<unsigned long long>(s.server_errors), static_cast<unsigned long long>(s.refused),
+      s.breaker.c_str());
   return buf;
 }
 

@@ -134,8 +134,11 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
   };
   auto body = std::make_shared<std::vector<std::uint8_t>>(std::move(req.body));
   const std::uint64_t size = body->size();
-  auto outcome_job = [&s, &key, &body] {
-    Outcome o{check_upload(key, *body, s.config.max_body_bytes), std::nullopt};
+  // Keys reloaded (SIGHUP) while this upload is checked do not affect it.
+  const auto trust = s.trusted_keys.snapshot();
+  const SignaturePolicy signatures{trust.get(), s.config.require_signed};
+  auto outcome_job = [&s, &key, &body, &signatures] {
+    Outcome o{check_upload(key, *body, s.config.max_body_bytes, signatures), std::nullopt};
     if (o.checked) o.put = s.backend.put(key, *body, o.checked->meta);
     return o;
   };
@@ -144,6 +147,12 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
     s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
     const Error& e = outcome.checked.error();
     int status = e.code == Errc::too_large ? 413 : 400;
+    if (e.code == Errc::bad_signature) {
+      co_return error_response(400, "bad_signature",
+                               "bundle refused, nothing stored: " + e.message +
+                                   (s.config.require_signed ? " (this server accepts only bundles signed by a trusted key)"
+                                                            : " (signed bundles must verify against a trusted key)"));
+    }
     co_return error_response(status, errc_name(e.code), "bundle refused, nothing stored: " + e.message);
   }
   const auto& put = *outcome.put;

@@ -1,38 +1,86 @@
 // Authorizer: who may do what. Every route names the role it needs
-// (read ⊂ write ⊂ admin, DESIGN.md "Server"); the session asks the
-// authorizer before the handler runs.
+// (read ⊂ write ⊂ admin, DESIGN.md "Server", docs/protocol.md "Roles"); the
+// session asks the authorizer before the handler runs (and before any body
+// byte is read).
 //
-// This version has no tokens yet (they arrive with TLS): the loopback
-// authorizer allows every role to loopback peers, and to everyone only when
-// the operator passed --insecure-allow-remote. A token authorizer
-// (Authorization: Bearer, constant-time comparison, 401 vs 403) implements
-// the same interface later.
-// Thread safety: authorize() may be called concurrently.
+// Two implementations, chosen by make_authorizer():
+//  - loopback (no --tokens): every role to loopback peers; to every peer
+//    only with --insecure-allow-remote, or with mTLS (--tls-client-ca), where
+//    the TLS handshake has already refused clients without a certificate
+//    from the client CA.
+//  - tokens (--tokens FILE): `Authorization: Bearer <token>`; the token's
+//    role from the file. No token or an unknown one is 401 with
+//    WWW-Authenticate; a known token whose role is too small is 403. With
+//    --anonymous-read, a request that carries no Authorization header gets
+//    the read role (a wrong token is still 401). Loopback peers get no
+//    privilege.
+// Token comparison: the presented token is hashed (SHA-256) and compared
+// with CRYPTO_memcmp against the digest of *every* configured token, with
+// no early exit, so neither the match nor its position leaks through time.
+// The table keeps digests only; tokens never reach a log or an error message.
+// Routes needing no role (/healthz, /readyz, /metrics: Role::none) are
+// answered without looking at credentials.
+// Thread safety: authorize() may be called concurrently with itself and
+// with reload(); reload() swaps the table atomically (requests in flight
+// finish with the old one).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "common/result.hpp"
 #include "server/http_types.hpp"
 
 namespace kcache::server {
 
-enum class Role { read, write, admin };
+enum class Role { none, read, write, admin };
 
 const char* role_name(Role r) noexcept;
+// "read" / "write" / "admin" → Role; nullopt otherwise.
+std::optional<Role> parse_role(std::string_view s) noexcept;
 
 struct AuthDecision {
   bool allowed = true;
   int status = 200;       // 401 (who are you?) or 403 (not allowed) when refused
   std::string message;
+  std::string www_authenticate;  // set on 401
 };
 
 class Authorizer {
  public:
   virtual ~Authorizer() = default;
   virtual AuthDecision authorize(const Request& req, Role needed) const = 0;
+  // Re-reads the credentials (SIGHUP). On failure the old ones stay in force.
+  virtual Status reload() { return Ok{}; }
+  // How many tokens are configured (0 for the loopback authorizer).
+  virtual std::size_t token_count() const { return 0; }
 };
 
-std::unique_ptr<Authorizer> make_loopback_authorizer(bool allow_remote);
+struct TokenEntry {
+  std::array<std::uint8_t, 32> digest;  // SHA-256 of the token
+  Role role;
+};
+
+// Parses a tokens file: one `TOKEN ROLE` per line, blank lines and `#`
+// comments ignored. A token is 16–512 characters of [A-Za-z0-9-._~+/=]
+// (RFC 6750's b64token); a role is read, write or admin. Duplicate tokens
+// and an empty file are errors. Error messages name the line, never the token.
+Result<std::vector<TokenEntry>> parse_tokens(std::string_view text);
+
+struct AuthSettings {
+  std::string tokens_file;        // empty: no tokens (loopback authorizer)
+  bool anonymous_read = false;    // tokens mode: no header → read
+  bool allow_remote = false;      // loopback mode: --insecure-allow-remote
+  bool client_certs_verified = false;  // loopback mode: mTLS is on
+};
+
+// Loads the tokens file when one is named; invalid_argument / io_error when
+// it cannot be read or parsed.
+Result<std::unique_ptr<Authorizer>> make_authorizer(const AuthSettings& settings);
 
 }  // namespace kcache::server

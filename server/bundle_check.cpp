@@ -77,17 +77,33 @@ storage::EntryMeta meta_from_manifest(const nlohmann::json& manifest) {
 }
 
 Result<CheckedUpload> check_upload(const std::string& key, std::span<const std::uint8_t> bytes,
-                                   std::uint64_t max_bundle_bytes) {
+                                   std::uint64_t max_bundle_bytes, const SignaturePolicy& signatures) {
   artifact::ReadLimits limits;
   limits.max_bundle_bytes = max_bundle_bytes;
-  auto summary = artifact::inspect_bundle(bytes, limits);
-  if (!summary) return summary.error();
-  std::string embedded = string_at(summary->manifest, "key");
+  nlohmann::json manifest;
+  std::string digest_hex;
+  if (signatures.trust != nullptr) {
+    artifact::ReadOptions opts;
+    opts.limits = limits;
+    opts.trust = signatures.trust;
+    opts.require_signature = signatures.require_signed;
+    opts.decompress = false;  // the signature covers the trailer, which covers every byte
+    auto bundle = artifact::read_bundle(bytes, opts);
+    if (!bundle) return bundle.error();
+    manifest = std::move(bundle->manifest);
+    digest_hex = std::move(bundle->digest_hex);
+  } else {
+    auto summary = artifact::inspect_bundle(bytes, limits);
+    if (!summary) return summary.error();
+    manifest = std::move(summary->manifest);
+    digest_hex = std::move(summary->digest_hex);
+  }
+  std::string embedded = string_at(manifest, "key");
   if (embedded != key) {
     return make_error(Errc::key_mismatch, "the bundle's manifest names key '" + clean(embedded).substr(0, 64) +
                                               "', not the key in the path");
   }
-  return CheckedUpload{meta_from_manifest(summary->manifest), summary->digest_hex};
+  return CheckedUpload{meta_from_manifest(manifest), digest_hex};
 }
 
 bool bundle_matches_key(const std::string& key, const std::vector<std::uint8_t>& bytes) {

@@ -2,7 +2,11 @@
 // metadata it derives from the verified manifest (never from client headers).
 //
 // check_upload(): artifact::inspect_bundle() (structure and SHA-256 trailer;
-// nothing decompressed), then the manifest's "key" must equal the path key.
+// nothing decompressed) — or, when a trust store is given, read_bundle()
+// without decompression, which also checks the Ed25519 signature over the
+// trailer (bad_signature: unsigned while required, signed by a key not in
+// the store, or a signature that does not verify) — then the manifest's
+// "key" must equal the path key.
 // Metadata from the manifest:
 //   label       "label" (else the explanation's "label"), e.g.
 //               "GPT2Block/cpu:avx512/f32/default/train" = name/target/dtype/mode/phase
@@ -24,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artifact/signing.hpp"
 #include "common/result.hpp"
 #include "storage/backend.hpp"
 
@@ -36,8 +41,16 @@ struct CheckedUpload {
   std::string digest_hex;  // the bundle's SHA-256 trailer
 };
 
+// Signatures on uploads. trust == nullptr: not checked. Otherwise a signed
+// bundle must verify against `trust`, and an unsigned one is refused when
+// require_signed.
+struct SignaturePolicy {
+  const artifact::TrustStore* trust = nullptr;
+  bool require_signed = false;
+};
+
 Result<CheckedUpload> check_upload(const std::string& key, std::span<const std::uint8_t> bytes,
-                                   std::uint64_t max_bundle_bytes);
+                                   std::uint64_t max_bundle_bytes, const SignaturePolicy& signatures = {});
 
 storage::EntryMeta meta_from_manifest(const nlohmann::json& manifest);
 

@@ -161,6 +161,23 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM [10000]", {}},
       {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off [info]", {}},
       {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false [true]", {}},
+      {"tokens", "KCACHE_TOKENS", "file of `TOKEN ROLE` lines (roles: read, write, admin); enables bearer auth", {}},
+      {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", {}},
+      {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
+      {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", {}},
+  };
+  // Boolean switches: command line flag, environment, config-file key.
+  struct Flag {
+    const char* name;
+    const char* env;
+    const char* help;
+    bool value = false;
+  };
+  std::vector<Flag> flags = {
+      {"insecure-allow-remote", "KCACHE_INSECURE_ALLOW_REMOTE",
+       "allow a non-loopback --listen without authentication"},
+      {"anonymous-read", "KCACHE_ANONYMOUS_READ", "with --tokens: requests without a token get the read role"},
+      {"require-signed", "KCACHE_REQUIRE_SIGNED", "refuse uploads not signed by a --trusted-keys key"},
   };
   CLI::App app{"kcache-server: the kcache compilation cache service"};
   app.option_defaults()->always_capture_default(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -168,10 +185,12 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
   app.add_option("--config", config_path, "config file: key=value lines or a JSON object")
       ->envname("KCACHE_CONFIG");
   for (auto& s : specs) app.add_option(std::string("--") + s.name, s.value, s.help)->envname(s.env);
-  bool insecure = false;
-  app.add_flag("--insecure-allow-remote", insecure,
-               "allow a non-loopback --listen without authentication")
-      ->envname("KCACHE_INSECURE_ALLOW_REMOTE");
+  for (auto& f : flags) app.add_flag(std::string("--") + f.name, f.value, f.help)->envname(f.env);
+  std::vector<std::string> trusted_keys;
+  app.add_option("--trusted-keys", trusted_keys, "PEM files of trusted Ed25519 public keys (repeat, or comma-separate)")
+      ->envname("KCACHE_TRUSTED_KEYS")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -183,8 +202,18 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
 
   if (!config_path.empty()) {
     for (const auto& [k, v] : load_config_file(config_path)) {
-      if (k == "insecure-allow-remote") {
-        if (!app.get_option("--insecure-allow-remote")->count()) insecure = to_bool(k, v);
+      auto flag = std::find_if(flags.begin(), flags.end(), [&](const Flag& f) { return k == f.name; });
+      if (flag != flags.end()) {
+        if (!app.get_option(std::string("--") + flag->name)->count()) flag->value = to_bool(k, v);
+        continue;
+      }
+      if (k == "trusted-keys") {
+        if (trusted_keys.empty()) {
+          std::stringstream list(v);
+          for (std::string item; std::getline(list, item, ',');) {
+            if (!trim(item).empty()) trusted_keys.push_back(trim(item));
+          }
+        }
         continue;
       }
       auto it = std::find_if(specs.begin(), specs.end(), [&](const Spec& s) { return k == s.name; });
@@ -238,9 +267,27 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       c.log_level = v;
     } else if (n == "access-log") {
       c.access_log = to_bool(n, v);
+    } else if (n == "tokens") {
+      c.tokens_file = v;
+    } else if (n == "tls-cert") {
+      c.tls_cert = v;
+    } else if (n == "tls-key") {
+      c.tls_key = v;
+    } else if (n == "tls-client-ca") {
+      c.tls_client_ca = v;
     }
   }
-  c.insecure_allow_remote = insecure;
+  for (const auto& f : flags) {
+    std::string n = f.name;
+    if (n == "insecure-allow-remote") c.insecure_allow_remote = f.value;
+    if (n == "anonymous-read") c.anonymous_read = f.value;
+    if (n == "require-signed") c.require_signed = f.value;
+  }
+  c.trusted_keys = trusted_keys;
+  if (c.anonymous_read && c.tokens_file.empty()) throw ConfigError("--anonymous-read needs --tokens");
+  if (c.require_signed && c.trusted_keys.empty()) throw ConfigError("--require-signed needs --trusted-keys");
+  if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key go together");
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
   if (c.read_timeout_ms == 0 || c.write_timeout_ms == 0) throw ConfigError("timeouts must be > 0");
   return c;
 }

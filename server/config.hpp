@@ -57,9 +57,24 @@ struct ServerConfig {
   std::uint64_t max_wait_ms = 600'000;
   // On SIGTERM/SIGINT, in-flight requests get this long to finish.
   std::uint64_t drain_timeout_ms = 10'000;
-  // Listening on a non-loopback address without authentication is refused
-  // unless this is set (auth tokens come with TLS in a later version).
+  // Listening on a non-loopback address without authentication (--tokens,
+  // or mTLS through --tls-client-ca) is refused unless this is set.
   bool insecure_allow_remote = false;
+  // Bearer tokens: a file of `TOKEN ROLE` lines (server/authorizer.hpp).
+  // Empty: no tokens; every role for loopback clients only.
+  std::string tokens_file;
+  // With tokens: requests without an Authorization header get the read role.
+  bool anonymous_read = false;
+  // Refuse uploads that are not signed by a key in trusted_keys (400).
+  bool require_signed = false;
+  // PEM files of trusted Ed25519 public keys (each may hold several keys).
+  std::vector<std::string> trusted_keys;
+  // TLS: certificate chain and private key (PEM files). Both or neither.
+  std::string tls_cert;
+  std::string tls_key;
+  // mTLS: CA bundle (PEM) that client certificates must chain to; clients
+  // without one are refused in the handshake. Needs tls_cert.
+  std::string tls_client_ca;
   std::string log_level = "info";
   bool access_log = true;
 };

@@ -42,6 +42,7 @@ std::variant<RouteMatch, Response> preflight(Services& s, const Request& req) {
   auto decision = s.authorizer.authorize(req, required_role(m.id, req.method));
   if (!decision.allowed) {
     auto r = error_response(decision.status, decision.status == 401 ? "unauthorized" : "forbidden", decision.message);
+    if (!decision.www_authenticate.empty()) r.set("WWW-Authenticate", decision.www_authenticate);
     r.route = m.tmpl;
     r.key = m.key;
     return r;

@@ -131,6 +131,10 @@ Role required_role(RouteId id, std::string_view method) {
     case RouteId::leases:
     case RouteId::evict:
     case RouteId::verify: return Role::admin;
+    // Probes and the scrape stay open: see docs/security.md ("/metrics").
+    case RouteId::healthz:
+    case RouteId::readyz:
+    case RouteId::metrics: return Role::none;
     default: return Role::read;
   }
 }

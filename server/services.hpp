@@ -25,6 +25,7 @@
 #include "server/lease_table.hpp"
 #include "server/metrics.hpp"
 #include "server/router.hpp"
+#include "server/trusted_keys.hpp"
 #include "server/waiters.hpp"
 #include "storage/backend.hpp"
 
@@ -37,6 +38,7 @@ struct Services {
   Waiters& waiters;
   Metrics& metrics;
   const Authorizer& authorizer;
+  const TrustedKeys& trusted_keys;
   boost::asio::thread_pool& pool;
   const std::atomic<bool>& draining;
   std::function<std::uint64_t()> connections_active;

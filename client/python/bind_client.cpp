@@ -58,57 +58,60 @@ std::shared_ptr<Client> make_client(ClientConfig cfg) {
 }  // namespace
 
 void bind_client(py::module_& m) {
-  py::class_<Client, std::shared_ptr<Client>>(m, "Client",
-                                               "kcache client: node tier, server, single-flight compile."
-                                               " See docs/client.md.")
-      .def(py::init([](std::optional<std::string> url, std::optional<std::string> token,
-                       std::optional<std::string> local_dir, std::optional<std::string> ca_file,
-                       std::optional<std::string> client_cert, std::optional<std::string> client_key,
-                       std::optional<std::uint64_t> local_max_bytes, bool read_only, bool disabled,
-                       std::vector<std::string> trusted_keys, std::optional<std::string> signing_key,
-                       std::optional<int> connect_timeout_ms, std::optional<int> request_timeout_ms,
-                       std::optional<int> wait_budget_ms, std::optional<int> long_poll_ms,
-                       std::optional<int> retries, std::optional<int> breaker_threshold,
-                       std::optional<int> breaker_cooldown_ms, std::optional<std::string> miss_log,
-                       std::optional<std::string> log_level, std::optional<std::string> client_name) {
-             ClientConfig c;
-             if (url) c.url = *url;
-             if (token) c.token = *token;
-             if (local_dir) {
-               if (*local_dir == "none" || local_dir->empty()) {
-                 c.node_tier = false;
-               } else {
-                 c.local_dir = *local_dir;
-               }
-             }
-             if (ca_file) c.ca_file = *ca_file;
-             if (client_cert) c.client_cert = *client_cert;
-             if (client_key) c.client_key = *client_key;
-             if (local_max_bytes) c.local_max_bytes = *local_max_bytes;
-             c.read_only = read_only;
-             c.disabled = disabled;
-             c.trusted_keys = std::move(trusted_keys);
-             if (signing_key) c.signing_key = *signing_key;
-             if (connect_timeout_ms) c.connect_timeout_ms = *connect_timeout_ms;
-             if (request_timeout_ms) c.request_timeout_ms = *request_timeout_ms;
-             if (wait_budget_ms) c.wait_budget_ms = *wait_budget_ms;
-             if (long_poll_ms) c.long_poll_ms = *long_poll_ms;
-             if (retries) c.retries = *retries;
-             if (breaker_threshold) c.breaker_threshold = *breaker_threshold;
-             if (breaker_cooldown_ms) c.breaker_cooldown_ms = *breaker_cooldown_ms;
-             if (miss_log) c.miss_log = *miss_log;
-             if (log_level) c.log_level = *log_level;
-             if (client_name) c.client_name = *client_name;
-             return make_client(std::move(c));
-           }),
-           py::arg("url") = std::nullopt, py::arg("token") = std::nullopt, py::arg("local_dir") = std::nullopt,
-           py::kw_only(), py::arg("ca_file") = std::nullopt, py::arg("client_cert") = std::nullopt,
-           py::arg("client_key") = std::nullopt, py::arg("local_max_bytes") = std::nullopt,
-           py::arg("read_only") = false, py::arg("disabled") = false,
-           py::arg("trusted_keys") = std::vector<std::string>{}, py::arg("signing_key") = std::nullopt,
-           py::arg("connect_timeout_ms") = std::nullopt, py::arg("request_timeout_ms") = std::nullopt,
-           py::arg("wait_budget_ms") = std::nullopt, py::arg("long_poll_ms") = std::nullopt,
-           py::arg("retries") = std::nullopt, py::arg("breaker_threshold") = std::nullopt,
+  py::class_<Client, std::shared_ptr<Client>>(
+      m, "Client",
+      "kcache client: node tier, server, single-flight compile."
+      " See docs/client.md.")
+      .def(py::init(
+               [](std::optional<std::string> url, std::optional<std::string> token,
+                  std::optional<std::string> local_dir, std::optional<std::string> ca_file,
+                  std::optional<std::string> client_cert, std::optional<std::string> client_key,
+                  std::optional<std::uint64_t> local_max_bytes, bool read_only, bool disabled,
+                  std::vector<std::string> trusted_keys, std::optional<std::string> signing_key,
+                  std::optional<int> connect_timeout_ms, std::optional<int> request_timeout_ms,
+                  std::optional<int> wait_budget_ms, std::optional<int> long_poll_ms,
+                  std::optional<int> retries, std::optional<int> breaker_threshold,
+                  std::optional<int> breaker_cooldown_ms, std::optional<std::string> miss_log,
+                  std::optional<std::string> log_level, std::optional<std::string> client_name) {
+                 ClientConfig c;
+                 if (url) c.url = *url;
+                 if (token) c.token = *token;
+                 if (local_dir) {
+                   if (*local_dir == "none" || local_dir->empty()) {
+                     c.node_tier = false;
+                   } else {
+                     c.local_dir = *local_dir;
+                   }
+                 }
+                 if (ca_file) c.ca_file = *ca_file;
+                 if (client_cert) c.client_cert = *client_cert;
+                 if (client_key) c.client_key = *client_key;
+                 if (local_max_bytes) c.local_max_bytes = *local_max_bytes;
+                 c.read_only = read_only;
+                 c.disabled = disabled;
+                 c.trusted_keys = std::move(trusted_keys);
+                 if (signing_key) c.signing_key = *signing_key;
+                 if (connect_timeout_ms) c.connect_timeout_ms = *connect_timeout_ms;
+                 if (request_timeout_ms) c.request_timeout_ms = *request_timeout_ms;
+                 if (wait_budget_ms) c.wait_budget_ms = *wait_budget_ms;
+                 if (long_poll_ms) c.long_poll_ms = *long_poll_ms;
+                 if (retries) c.retries = *retries;
+                 if (breaker_threshold) c.breaker_threshold = *breaker_threshold;
+                 if (breaker_cooldown_ms) c.breaker_cooldown_ms = *breaker_cooldown_ms;
+                 if (miss_log) c.miss_log = *miss_log;
+                 if (log_level) c.log_level = *log_level;
+                 if (client_name) c.client_name = *client_name;
+                 return make_client(std::move(c));
+               }),
+           py::arg("url") = std::nullopt, py::arg("token") = std::nullopt,
+           py::arg("local_dir") = std::nullopt, py::kw_only(), py::arg("ca_file") = std::nullopt,
+           py::arg("client_cert") = std::nullopt, py::arg("client_key") = std::nullopt,
+           py::arg("local_max_bytes") = std::nullopt, py::arg("read_only") = false,
+           py::arg("disabled") = false, py::arg("trusted_keys") = std::vector<std::string>{},
+           py::arg("signing_key") = std::nullopt, py::arg("connect_timeout_ms") = std::nullopt,
+           py::arg("request_timeout_ms") = std::nullopt, py::arg("wait_budget_ms") = std::nullopt,
+           py::arg("long_poll_ms") = std::nullopt, py::arg("retries") = std::nullopt,
+           py::arg("breaker_threshold") = std::nullopt,
            py::arg("breaker_cooldown_ms") = std::nullopt, py::arg("miss_log") = std::nullopt,
            py::arg("log_level") = std::nullopt, py::arg("client_name") = std::nullopt,
            "A client configured in code. url=None: node tier only; local_dir=None: ~/.cache/kcache,"
@@ -119,7 +122,8 @@ void bind_client(py::module_& m) {
       .def(
           "get",
           [](Client& self, const std::string& key) -> py::object {
-            Result<std::optional<std::vector<std::uint8_t>>> r = make_error(Errc::internal, "unset");
+            Result<std::optional<std::vector<std::uint8_t>>> r =
+                make_error(Errc::internal, "unset");
             {
               py::gil_scoped_release release;
               r = self.get(key);
@@ -144,7 +148,8 @@ void bind_client(py::module_& m) {
           "Publishes a bundle to the node tier and the server; False when the upload failed.")
       .def(
           "get_or_compile",
-          [](Client& self, const std::string& key, py::object compile_fn, std::optional<std::string> explanation) {
+          [](Client& self, const std::string& key, py::object compile_fn,
+             std::optional<std::string> explanation) {
             // The callback's own exception, re-raised after the lease is released.
             std::exception_ptr raised;
             CompileFn fn = [&]() -> Result<std::vector<std::uint8_t>> {
@@ -164,15 +169,18 @@ void bind_client(py::module_& m) {
             Result<Fetched> r = make_error(Errc::internal, "unset");
             {
               py::gil_scoped_release release;
-              r = self.get_or_compile(key, fn, explanation ? std::string_view(*explanation) : std::string_view());
+              r = self.get_or_compile(
+                  key, fn, explanation ? std::string_view(*explanation) : std::string_view());
             }
             if (raised) std::rethrow_exception(raised);
             auto f = unwrap(std::move(r));
             return py::make_tuple(to_bytes(f.bundle), source_name(f.source));
           },
           py::arg("key"), py::arg("compile_fn"), py::arg("explanation") = std::nullopt,
-          "(bundle bytes, source): source is 'node', 'server', 'compiled' or 'local'. compile_fn() -> bytes"
-          " runs only on a miss this process must compile; its exception propagates after the lease is"
+          "(bundle bytes, source): source is 'node', 'server', 'compiled' or 'local'. compile_fn() "
+          "-> bytes"
+          " runs only on a miss this process must compile; its exception propagates after the "
+          "lease is"
           " released. The GIL is released while waiting.")
       .def(
           "stats", [](const Client& self) { return stats_dict(self.stats()); },
@@ -185,7 +193,8 @@ void bind_client(py::module_& m) {
             const auto& c = self.config();
             py::dict d;
             d["url"] = c.url;
-            d["local_dir"] = c.node_tier ? py::object(py::str(c.local_dir)) : py::object(py::none());
+            d["local_dir"] =
+                c.node_tier ? py::object(py::str(c.local_dir)) : py::object(py::none());
             d["local_max_bytes"] = c.local_max_bytes;
             d["mode"] = c.mode;
             d["target"] = c.target;

@@ -199,19 +199,12 @@ def _clear_cpp_memory_caches() -> None:
 
 
 @contextlib.contextmanager
-def capture_region() -> Iterator[Capture]:
-    """Records everything one region's compile produces.
-
-    Inside the block, every PyTorch cache artifact created goes to a fresh
-    Mega-Cache recording, and every compiled C++ library loaded is noted.
-    In-process caches of compiled libraries are cleared first, so a kernel
-    this region shares with an earlier one is loaded (and so recorded) again
-    rather than silently reused.
-    """
+def record_loaded_libraries() -> Iterator[list[str]]:
+    """Notes, as cache-dir-relative paths, every compiled C++ library
+    Inductor loads inside the block (clearing its in-process library caches
+    first, so a library already loaded is loaded — and noted — again)."""
     from torch._inductor import codecache
-    from torch.compiler._cache import CacheArtifactManager
 
-    cap = Capture()
     loaded: list[str] = []
     original = codecache.CppCodeCache._load_library.__func__
 
@@ -221,23 +214,43 @@ def capture_region() -> Iterator[Capture]:
 
     _clear_cpp_memory_caches()
     codecache.CppCodeCache._load_library = classmethod(recording_load)
+    relative: list[str] = []
     try:
+        yield relative
+    finally:
+        codecache.CppCodeCache._load_library = classmethod(original)
+        root = inductor_cache_dir().resolve()
+        for path in dict.fromkeys(loaded):
+            p = pathlib.Path(path).resolve()
+            try:
+                relative.append(str(p.relative_to(root)))
+            except ValueError:
+                continue  # outside the cache dir: not produced by this compile
+
+
+@contextlib.contextmanager
+def capture_region() -> Iterator[Capture]:
+    """Records everything one region's compile produces.
+
+    Inside the block, every PyTorch cache artifact created goes to a fresh
+    Mega-Cache recording, and every compiled C++ library loaded is noted.
+    In-process caches of compiled libraries are cleared first, so a kernel
+    this region shares with an earlier one is loaded (and so recorded) again
+    rather than silently reused.
+    """
+    from torch.compiler._cache import CacheArtifactManager
+
+    cap = Capture()
+    with record_loaded_libraries() as libraries:
         with CacheArtifactManager.with_fresh_cache():
             yield cap
             result = torch.compiler.save_cache_artifacts()
         if result is not None:
             cap.mega_cache, info = result
             cap.torch_keys = {k: list(v) for k, v in info.artifacts.items()}
-    finally:
-        codecache.CppCodeCache._load_library = classmethod(original)
-    root = inductor_cache_dir().resolve()
-    for path in dict.fromkeys(loaded):
-        p = pathlib.Path(path).resolve()
-        try:
-            rel = p.relative_to(root)
-        except ValueError:
-            continue  # outside the cache dir: not produced by this compile
-        cap.binaries[str(rel)] = p.read_bytes()
+    root = inductor_cache_dir()
+    for rel in libraries:
+        cap.binaries[rel] = (root / rel).read_bytes()
 
 
 # ---------------------------------------------------------------- restore

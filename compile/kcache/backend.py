@@ -39,6 +39,23 @@ def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
     return None
 
 
+def _report_binary_misses(key: str, missing: set[str]) -> None:
+    """A restored region that still built C++ libraries of its own.
+
+    Inductor names each library by a hash that includes its compile command,
+    absolute include paths among them: a rank whose torch lives at another
+    path looks for other names, misses the restored binaries and runs the
+    host compiler. Counted and said, never hidden.
+    """
+    if not missing:
+        return
+    stats.bump(binary_misses=len(missing))
+    log.warning("kcache: region %s restored, but PyTorch built %d kernel librar%s itself (%s); "
+                "is torch installed at a different path than where the bundle was made? "
+                "Inductor's library names hash absolute include paths.",
+                key[:12], len(missing), "y" if len(missing) == 1 else "ies", sorted(missing)[0])
+
+
 class RegionBackend:
     """One backend object per region class and compile settings.
 
@@ -99,7 +116,9 @@ class RegionBackend:
                            compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
                 log.info("kcache hit %s %s", key[:12], bundle.manifest.get("label"))
                 _ready_in_process.add(key)
-                compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+                with adaptor.record_loaded_libraries() as loaded:
+                    compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+                _report_binary_misses(key, set(loaded) - set(bundle.binaries))
                 if verify_first_use.enabled():
                     compiled = verify_first_use.wrap(
                         compiled, gm,

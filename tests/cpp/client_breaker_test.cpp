@@ -98,7 +98,8 @@ TEST(Retry, BackoffIsExponentialJitteredAndCapped) {
   // Jitter: not every wait is the same.
   std::vector<long> seen;
   for (int i = 0; i < 20; ++i) seen.push_back(backoff(p, 2).count());
-  EXPECT_NE(*std::min_element(seen.begin(), seen.end()), *std::max_element(seen.begin(), seen.end()));
+  EXPECT_NE(*std::min_element(seen.begin(), seen.end()),
+            *std::max_element(seen.begin(), seen.end()));
 }
 
 TEST(Retry, WhatIsRetried) {

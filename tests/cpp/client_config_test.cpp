@@ -97,12 +97,12 @@ TEST(ClientConfig, DescribeNeverShowsSecrets) {
 }
 
 TEST(ClientConfig, MalformedValuesAreErrors) {
-  for (auto [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"KCACHE_LOCAL_MAX_BYTES", "ten gigs"},
-           {"KCACHE_LOCAL_MAX_BYTES", "-5"},
-           {"KCACHE_READ_ONLY", "maybe"},
-           {"KCACHE_DISABLE", "2"},
-           {"KCACHE_REQUEST_TIMEOUT_MS", "soon"}}) {
+  for (auto [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"KCACHE_LOCAL_MAX_BYTES", "ten gigs"},
+                                                        {"KCACHE_LOCAL_MAX_BYTES", "-5"},
+                                                        {"KCACHE_READ_ONLY", "maybe"},
+                                                        {"KCACHE_DISABLE", "2"},
+                                                        {"KCACHE_REQUEST_TIMEOUT_MS", "soon"}}) {
     FakeEnv env;
     env.vars[name] = value;
     auto c = ClientConfig::from_env(env.fn());

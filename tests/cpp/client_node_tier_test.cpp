@@ -1,7 +1,7 @@
 // The node tier: atomic first-writer-wins publish, corrupt objects deleted,
 // LRU trim, the per-key lock; and the node-only client on top of it.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,8 +29,10 @@ std::string random_key() {
   return to_hex(b);
 }
 
-std::vector<std::uint8_t> make_bundle(const std::string& key, std::size_t payload = 64, double seconds = 2.0) {
-  nlohmann::json m = {{"key", key}, {"label", "T/cpu/f32/default/train"}, {"compile_seconds", seconds}};
+std::vector<std::uint8_t> make_bundle(const std::string& key, std::size_t payload = 64,
+                                      double seconds = 2.0) {
+  nlohmann::json m = {
+      {"key", key}, {"label", "T/cpu/f32/default/train"}, {"compile_seconds", seconds}};
   std::vector<std::uint8_t> data(payload);
   for (std::size_t i = 0; i < payload; ++i) data[i] = static_cast<std::uint8_t>(i * 7 + key[0]);
   auto r = artifact::write_bundle(m, {{"mega_cache", data}});
@@ -41,7 +43,8 @@ std::vector<std::uint8_t> make_bundle(const std::string& key, std::size_t payloa
 class NodeTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("kcache-node-" + std::to_string(::getpid()) + "-" + random_key().substr(0, 8));
+    root_ = fs::path(::testing::TempDir()) /
+            ("kcache-node-" + std::to_string(::getpid()) + "-" + random_key().substr(0, 8));
     fs::create_directories(root_);
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -69,7 +72,8 @@ TEST_F(NodeTierTest, ConcurrentPublishersExactlyOneWins) {
   std::atomic<int> winners{0};
   std::vector<std::thread> threads;
   std::vector<std::vector<std::uint8_t>> bundles;
-  for (int i = 0; i < 8; ++i) bundles.push_back(make_bundle(key, 100 + static_cast<std::size_t>(i)));
+  for (int i = 0; i < 8; ++i)
+    bundles.push_back(make_bundle(key, 100 + static_cast<std::size_t>(i)));
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       auto r = tier.publish(key, bundles[static_cast<std::size_t>(i)]);
@@ -80,13 +84,15 @@ TEST_F(NodeTierTest, ConcurrentPublishersExactlyOneWins) {
   EXPECT_EQ(winners.load(), 1);
   auto got = tier.read(key);
   ASSERT_TRUE(got.has_value());
-  EXPECT_TRUE(std::find(bundles.begin(), bundles.end(), *got) != bundles.end());  // one whole bundle
+  EXPECT_TRUE(std::find(bundles.begin(), bundles.end(), *got) !=
+              bundles.end());  // one whole bundle
 }
 
 TEST_F(NodeTierTest, TrimEvictsLeastRecentlyUsedToNinetyPercent) {
   auto key_old = random_key(), key_mid = random_key(), key_new = random_key();
   NodeTier unlimited(root_.string(), 0);
-  auto bo = make_bundle(key_old, 4000), bm = make_bundle(key_mid, 4000), bn = make_bundle(key_new, 4000);
+  auto bo = make_bundle(key_old, 4000), bm = make_bundle(key_mid, 4000),
+       bn = make_bundle(key_new, 4000);
   ASSERT_TRUE(*unlimited.publish(key_old, bo));
   ASSERT_TRUE(*unlimited.publish(key_mid, bm));
   ASSERT_TRUE(*unlimited.publish(key_new, bn));
@@ -228,18 +234,27 @@ TEST_F(NodeTierTest, CallbackFailureAndBadBundlesAreErrorsNotExceptions) {
   auto client = Client::create(node_only(root_));
   ASSERT_TRUE(client.ok());
   auto key = random_key();
-  auto failed = (*client)->get_or_compile(key, [] { return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "boom")); });
+  auto failed = (*client)->get_or_compile(
+      key, [] { return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "boom")); });
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().message, "boom");
-  auto threw = (*client)->get_or_compile(key, []() -> Result<std::vector<std::uint8_t>> { throw std::runtime_error("bang"); });
+  auto threw = (*client)->get_or_compile(
+      key, []() -> Result<std::vector<std::uint8_t>> { throw std::runtime_error("bang"); });
   ASSERT_FALSE(threw.ok());
   EXPECT_NE(threw.error().message.find("bang"), std::string::npos);
-  auto garbage = (*client)->get_or_compile(key, [] { return Result<std::vector<std::uint8_t>>(std::vector<std::uint8_t>{1, 2, 3}); });
+  auto garbage = (*client)->get_or_compile(
+      key, [] { return Result<std::vector<std::uint8_t>>(std::vector<std::uint8_t>{1, 2, 3}); });
   ASSERT_FALSE(garbage.ok());
-  auto other = (*client)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(random_key())); });
+  auto other = (*client)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(random_key())); });
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().code, Errc::key_mismatch);
-  EXPECT_FALSE((*client)->get_or_compile("not-a-key", [] { return Result<std::vector<std::uint8_t>>(std::vector<std::uint8_t>{}); }).ok());
+  EXPECT_FALSE(
+      (*client)
+          ->get_or_compile(
+              "not-a-key",
+              [] { return Result<std::vector<std::uint8_t>>(std::vector<std::uint8_t>{}); })
+          .ok());
   EXPECT_EQ((*client)->stats().compile_failures, 4u);
 }
 
@@ -284,7 +299,8 @@ TEST_F(NodeTierTest, SigningAndTrust) {
   auto got = (*client)->get(key);
   ASSERT_TRUE(got.ok());
   EXPECT_FALSE(got->has_value());  // unsigned: refused and deleted
-  auto r = (*client)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
+  auto r = (*client)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   ASSERT_TRUE(r.ok()) << r.error().message;
   artifact::TrustStore trust;
   ASSERT_TRUE(trust.add_public_pem(kp->public_pem).ok());
@@ -292,7 +308,8 @@ TEST_F(NodeTierTest, SigningAndTrust) {
   o.trust = &trust;
   o.require_signature = true;
   EXPECT_TRUE(artifact::read_bundle(r->bundle, o).ok());
-  auto hit = (*client)->get_or_compile(key, [] { return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "no")); });
+  auto hit = (*client)->get_or_compile(
+      key, [] { return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "no")); });
   ASSERT_TRUE(hit.ok());
   EXPECT_EQ(hit->source, Source::node);
 
@@ -313,7 +330,8 @@ TEST_F(NodeTierTest, DisabledClientJustCompiles) {
   auto client = Client::create(cfg);
   ASSERT_TRUE(client.ok());
   auto key = random_key();
-  auto r = (*client)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
+  auto r = (*client)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, Source::local);
   EXPECT_FALSE(fs::exists(root_ / "objects"));

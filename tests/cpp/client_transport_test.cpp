@@ -72,9 +72,10 @@ class FakeServer {
   int requests() const { return requests_.load(); }
   int connections() const { return connections_.load(); }
 
-  static std::string response(int status, const std::string& body = "", const std::string& extra = "") {
-    return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
-           extra + "\r\n" + body;
+  static std::string response(int status, const std::string& body = "",
+                              const std::string& extra = "") {
+    return "HTTP/1.1 " + std::to_string(status) +
+           " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
   }
 
  private:
@@ -180,9 +181,9 @@ std::unique_ptr<client::HttpClient> http_to(const std::string& url, int request_
 
 std::unique_ptr<client::ServerApi> api_to(const std::string& url, int retries, int threshold = 100,
                                           int request_ms = 2000) {
-  return std::make_unique<client::ServerApi>(http_to(url, request_ms), client::RetryPolicy{retries, 10, 100},
-                                             std::make_shared<client::CircuitBreaker>(threshold, 60000), "tok",
-                                             "test");
+  return std::make_unique<client::ServerApi>(
+      http_to(url, request_ms), client::RetryPolicy{retries, 10, 100},
+      std::make_shared<client::CircuitBreaker>(threshold, 60000), "tok", "test");
 }
 
 ClientConfig config_for(const std::string& url) {
@@ -197,7 +198,9 @@ ClientConfig config_for(const std::string& url) {
   return c;
 }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 TEST(Transport, KeepAliveReusesOneConnection) {
   FakeServer server([](const SeenRequest&) { return FakeServer::response(404, "{}"); });
@@ -213,7 +216,8 @@ TEST(Transport, KeepAliveReusesOneConnection) {
 }
 
 TEST(Transport, AConnectionTheServerClosedIsReplaced) {
-  FakeServer server([](const SeenRequest&) { return FakeServer::response(200, "ok", "Connection: close\r\n"); });
+  FakeServer server(
+      [](const SeenRequest&) { return FakeServer::response(200, "ok", "Connection: close\r\n"); });
   auto http = http_to(server.url());
   for (int i = 0; i < 3; ++i) {
     auto r = http->send({"GET", "/healthz", {}, {}});
@@ -302,7 +306,9 @@ TEST(Deadlines, ALongPollGetsItsWaitOnTopOfTheRequestDeadline) {
 }
 
 TEST(Breaker, OpensAndThenSkipsTheServer) {
-  FakeServer server([&](const SeenRequest&) { return FakeServer::response(500, "{\"error\":\"storage_error\"}"); });
+  FakeServer server([&](const SeenRequest&) {
+    return FakeServer::response(500, "{\"error\":\"storage_error\"}");
+  });
   auto api = api_to(server.url(), 0, 3);
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(api->get(random_key()).ok());
   EXPECT_EQ(server.requests(), 3);
@@ -317,7 +323,8 @@ TEST(FailOpen, ServerDownMeansALocalCompileFast) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   auto key = random_key();
   auto t0 = Clock::now();
-  auto r = (*c)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
+  auto r = (*c)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->source, Source::local);
   EXPECT_LT(seconds_since(t0), 1.0);
@@ -326,17 +333,22 @@ TEST(FailOpen, ServerDownMeansALocalCompileFast) {
   EXPECT_EQ(s.server_errors, 1u);
   EXPECT_EQ(s.breaker, "open");  // three refused attempts
   t0 = Clock::now();
-  auto again = (*c)->get_or_compile(random_key(), [&] { return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "x")); });
+  auto again = (*c)->get_or_compile(random_key(), [&] {
+    return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "x"));
+  });
   EXPECT_FALSE(again.ok());
   EXPECT_LT(seconds_since(t0), 0.05);
 }
 
 TEST(FailOpen, A500MeansALocalCompile) {
-  FakeServer server([&](const SeenRequest&) { return FakeServer::response(500, "{\"error\":\"storage_error\"}"); });
+  FakeServer server([&](const SeenRequest&) {
+    return FakeServer::response(500, "{\"error\":\"storage_error\"}");
+  });
   auto c = Client::create(config_for(server.url()));
   ASSERT_TRUE(c.ok());
   auto key = random_key();
-  auto r = (*c)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
+  auto r = (*c)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, Source::local);
   auto g = (*c)->get(random_key());
@@ -354,7 +366,8 @@ TEST(FailOpen, AHungServerCostsOneRequestDeadline) {
   ASSERT_TRUE(c.ok());
   auto key = random_key();
   auto t0 = Clock::now();
-  auto r = (*c)->get_or_compile(key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
+  auto r = (*c)->get_or_compile(
+      key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   double took = seconds_since(t0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, Source::local);

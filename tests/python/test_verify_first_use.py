@@ -3,23 +3,9 @@ keyed, re-sealed bundle whose generated code was altered to add 1."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
-from conftest import PYTHON, python_env
-
-JOB = r'''
-import json, sys, torch, kcache
-torch.manual_seed(0)
-m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
-x = torch.randn(3, 8)
-with torch.no_grad():
-    eager = m(x)
-    out = kcache.compile(m)(x)
-print(json.dumps({"max_diff": (out - eager).abs().max().item(), "kcache": kcache.stats()}))
-'''
+from tiny_job import run, stored_bundles
 
 ADD_ONE = '''
 _kcache_planted_call = call
@@ -29,14 +15,6 @@ def call(args):
 '''
 
 
-def run(tmp_path, name, **env):
-    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, timeout=600,
-                         env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
-                                        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"), **env))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def plant(tmp_path):
     from kcache import _core, _torch_adaptor, bundle_io
 
@@ -44,7 +22,7 @@ def plant(tmp_path):
         assert "def call(" in entry.source_code
         entry.source_code += ADD_ONE
 
-    files = [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
+    files = stored_bundles(tmp_path)
     for path in files:
         key = path.name
         manifest, sections, _ = _core.read_bundle(path.read_bytes(), expected_key=key)
@@ -66,4 +44,4 @@ def test_planted_artifact_is_refused_on_first_use(tmp_path):
     checked = run(tmp_path, "checked", KCACHE_VERIFY_FIRST_USE="1")
     assert checked["kcache"]["verify_failures"] == 1
     assert checked["max_diff"] < 1e-5
-    assert not any(p.is_file() for p in (tmp_path / "node" / "objects").rglob("*"))
+    assert stored_bundles(tmp_path) == []

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from conftest import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, run_cli
+from cli_harness import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, run_cli
 
 
 def test_help_lists_every_command_and_exit_codes():
@@ -104,7 +104,7 @@ def test_starts_instantly_without_python_or_torch():
     import shutil
     import subprocess
     import time
-    from conftest import CLI_BIN
+    from cli_harness import CLI_BIN
     if shutil.which("ldd"):
         libs = subprocess.run(["ldd", str(CLI_BIN)], capture_output=True, text=True).stdout
         assert "python" not in libs and "torch" not in libs, libs

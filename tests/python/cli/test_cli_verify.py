@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import EXIT_ERROR, EXIT_OK, make_artifact, run_cli
+from cli_harness import EXIT_ERROR, EXIT_OK, make_artifact, run_cli
 
 
 def flip_bytes(path, offset: int = 40, count: int = 4):

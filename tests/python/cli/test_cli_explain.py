@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, key_fields, make_artifact, run_cli
+from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, key_fields, make_artifact, run_cli
 
 REGION = key_fields()["region"].decode()
 LABEL = "GPT2Block/cpu:avx512/f32/default/train"

@@ -11,7 +11,7 @@ import select
 import subprocess
 import time
 
-from conftest import CLI_BIN, EXIT_OK, make_artifact, value_column
+from cli_harness import CLI_BIN, EXIT_OK, make_artifact, value_column
 
 ERASE_LINE = "\x1b[2K"
 
@@ -107,7 +107,7 @@ def test_verify_progress_ends_cleanly(server):
 
 
 def test_verify_without_a_terminal_draws_nothing(server):
-    from conftest import run_cli
+    from cli_harness import run_cli
     server.put(make_artifact())
     r = run_cli("verify", server=server)
     assert r.returncode == EXIT_OK and r.stderr == "" and "\r" not in r.stdout

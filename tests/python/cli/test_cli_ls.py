@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import EXIT_OK, Server, cli_json, columns_aligned, make_artifact, run_cli
+from cli_harness import EXIT_OK, Server, cli_json, columns_aligned, make_artifact, run_cli
 
 
 def populate(server):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
+from cli_harness import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
 
 
 def test_put_then_get_round_trip(server, tmp_path):
@@ -25,7 +25,7 @@ def test_put_then_get_round_trip(server, tmp_path):
     assert j["bytes"] == len(art.bundle) and j["key"] == art.key
     import os
     import subprocess
-    from conftest import CLI_BIN
+    from cli_harness import CLI_BIN
     env = {**os.environ, "KCACHE_URL": server.url}
     raw = subprocess.run([str(CLI_BIN), "get", art.key, "-o", "-"], capture_output=True, env=env, timeout=10)
     assert raw.returncode == EXIT_OK and raw.stdout == art.bundle  # stdout carries only the bundle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import EXIT_OK, cli_json, columns_aligned, run_cli
+from cli_harness import EXIT_OK, cli_json, columns_aligned, run_cli
 
 
 def test_leases(server):

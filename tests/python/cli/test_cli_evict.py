@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
+from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
 
 CPU = "GPT2Block/cpu:avx512/f32/default/train"
 GPU = "GPT2Block/cuda:sm_90/bf16/max-autotune/infer"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, _core, cli_json, make_artifact, run_cli, value_column
+from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, _core, cli_json, make_artifact, run_cli, value_column
 
 
 def test_inspect_table(server):

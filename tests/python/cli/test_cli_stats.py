@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXIT_OK, cli_json, make_artifact, run_cli, value_column
+from cli_harness import EXIT_OK, cli_json, make_artifact, run_cli, value_column
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_stats_table(server, busy):
 
 
 def test_stats_byte_budget_shown(tmp_path):
-    from conftest import Server
+    from cli_harness import Server
     s = Server(tmp_path, args=["--max-bytes", "1G"])
     try:
         r = run_cli("stats", server=s)

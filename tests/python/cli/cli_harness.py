@@ -1,0 +1,172 @@
+"""Helpers for the `kcache` CLI tests (tests/python/cli): the real CLI binary against the real
+kcache-server (disk storage in a temporary directory, random loopback port)
+holding real bundles with real key explanations.
+
+Binaries: $KCACHE_CLI_BIN / $KCACHE_SERVER_BIN, else build/dev/cli/kcache and
+build/dev/server/kcache-server under the repository root. Bundles and
+explanations come from kcache._core (compile/ or the installed package).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "compile"))
+
+from kcache import _core  # noqa: E402
+
+CLI_BIN = pathlib.Path(os.environ.get("KCACHE_CLI_BIN", REPO / "build/dev/cli/kcache"))
+SERVER_BIN = pathlib.Path(os.environ.get("KCACHE_SERVER_BIN", REPO / "build/dev/server/kcache-server"))
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+
+TOOLCHAIN = json.dumps({"artifact": 1, "torch": "2.13.0", "triton": None, "cxx": "g++ 12.2.0", "cuda": None},
+                       sort_keys=True)
+
+
+def key_fields(**overrides: str) -> dict[str, bytes]:
+    """The seven key fields of a plausible CPU region; overrides by field name."""
+    fields = {
+        "schema": "kcache-key-v1",
+        "region": "grad=1\nin:param:T[f32;768,768;contig;rg=1;cpu]\nin:act:T[f32;s0,768;contig;rg=1;cpu]\n"
+                  "call_function:torch.nn.functional.linear(%1,%0){}\n",
+        "dtype": json.dumps({"default": "float32", "autocast": {"cpu": False}}, sort_keys=True),
+        "target": json.dumps({"device": "cpu", "isa": "avx512", "threads": 8}, sort_keys=True),
+        "mode": json.dumps({"backend": "inductor", "mode": "default", "phase": "train"}, sort_keys=True),
+        "toolchain": TOOLCHAIN,
+        "env": "{}",
+    }
+    fields.update(overrides)
+    return {k: v.encode() for k, v in fields.items()}
+
+
+@dataclass
+class Artifact:
+    key: str
+    label: str
+    bundle: bytes
+    explanation: dict
+    compile_seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+def make_artifact(label: str = "GPT2Block/cpu:avx512/f32/default/train", compile_seconds: float = 1.5,
+                  payload: bytes = b"", signing_key_pem: str | None = None, **field_overrides: str) -> Artifact:
+    """A real bundle: explanation from explain_key, manifest as compile/ writes it."""
+    if "region" not in field_overrides:  # unique by default, like distinct regions
+        field_overrides["region"] = key_fields()["region"].decode() + f"# {os.urandom(8).hex()}\n"
+    explanation = json.loads(_core.explain_key(key_fields(**field_overrides), label))
+    key = explanation["key"]
+    manifest = {
+        "key": key, "label": label, "explanation": explanation, "compile_seconds": compile_seconds,
+        "producer": {"host": "node-7", "pid": 4242, "time": 1767225600, "kcache": "0.1.0"},
+        "torch_cache_keys": ["fxgraph-abc", "aotautograd-def"],
+        "binaries": ["c2/kernel.so"],
+    }
+    sections = [("torch/mega_cache", payload or os.urandom(256)), ("inductor/c2/kernel.so", os.urandom(128))]
+    args = [json.dumps(manifest), sections] + ([signing_key_pem] if signing_key_pem else [])
+    return Artifact(key, label, _core.write_bundle(*args), explanation, compile_seconds)
+
+
+class Server:
+    """One kcache-server on a random loopback port with disk storage under `data`."""
+
+    def __init__(self, tmp: pathlib.Path, storage: str | None = None, args: list[str] | None = None):
+        self.data = tmp / "data"
+        self.log_path = tmp / "server.log"
+        cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage or f"disk:{self.data}",
+               "--drain-timeout-ms", "2000", *(args or [])]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on "):
+            self.proc.wait(timeout=5)
+            raise RuntimeError(f"kcache-server did not start: {line!r}\n{self.log_path.read_text()}")
+        self.host, port = line.split()[-1].rsplit(":", 1)
+        self.port = int(port)
+        self.url = f"http://{self.host}:{self.port}"
+        # The server prints its line before it installs its SIGTERM handler;
+        # an answer means the handler is in place, so stop() drains cleanly.
+        assert self.request("GET", "/healthz")[0] == 200
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def put(self, art: Artifact) -> Artifact:
+        status, body = self.request("PUT", f"/v1/artifacts/{art.key}", art.bundle)
+        assert status == 201, body
+        return art
+
+    def keys(self) -> set[str]:
+        status, body = self.request("GET", "/v1/entries?limit=1000")
+        assert status == 200
+        return {e["key"] for e in json.loads(body)["entries"]}
+
+    def object_path(self, key: str) -> pathlib.Path:
+        return self.data / "objects" / key[:2] / key  # storage/disk_layout.hpp
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def run_cli(*args: str, server: Server | None = None, env: dict | None = None,
+            timeout: float = 30) -> subprocess.CompletedProcess:
+    """Runs the real kcache binary; KCACHE_URL points at `server` unless env overrides it."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
+    if server is not None:
+        full_env["KCACHE_URL"] = server.url
+    full_env.update(env or {})
+    return subprocess.run([str(CLI_BIN), *args], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def cli_json(*args: str, server: Server | None = None, **kw):
+    r = run_cli("--json", *args, server=server, **kw)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def columns_aligned(lines: list[str]) -> bool:
+    """True when every line of a table starts its columns at the header's offsets.
+
+    A column starts after a run of two or more spaces; right-aligned numbers
+    end where their header ends, so the check uses each header word's span.
+    """
+    header = lines[0]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+(?: \S+)*", header)]
+    for line in lines[1:]:
+        cells = [(m.start(), m.end()) for m in re.finditer(r"\S+(?: \S+)*", line)]
+        if len(cells) != len(spans):
+            return False
+        for (hs, he), (cs, ce) in zip(spans, cells):
+            if cs != hs and ce != he:  # neither left- nor right-aligned with its header
+                return False
+    return True
+
+
+def value_column(lines: list[str]) -> set[int]:
+    """Offsets where the value starts in a "name  value" block."""
+    return {re.search(r"\S {2,}(\S)", line).start(1) for line in lines if re.search(r"\S {2,}\S", line)}

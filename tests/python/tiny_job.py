@@ -1,0 +1,33 @@
+"""A tiny compile job run in a fresh process, for restore tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import PYTHON, python_env
+
+JOB = r'''
+import json, sys, torch, kcache
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 4))
+x = torch.randn(3, 8)
+with torch.no_grad():
+    eager = m(x)
+    out = kcache.compile(m)(x)
+from kcache import _torch_adaptor as adaptor
+print(json.dumps({"max_diff": (out - eager).abs().max().item(), "kcache": kcache.stats(),
+                  "inductor": adaptor.counters().get("inductor", {})}))
+'''
+
+
+def run(tmp_path, name, **env):
+    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, timeout=600,
+                         env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+                                        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"), **env))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def stored_bundles(tmp_path):
+    return [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
