@@ -40,14 +40,14 @@ std::optional<std::uint64_t> parse_uint(const std::string& s) {
   return v;
 }
 
-Gauges sample_gauges(Services& s, const Result<storage::Usage>& u) {
+Gauges sample_gauges(Services& s, const Result<storage::Usage>& u, const LeaseCounters& leases) {
   Gauges g;
   if (u) {
     g.entries = u->entries;
     g.bytes = u->bytes;
     g.capacity_bytes = u->capacity_bytes;
   }
-  g.leases = s.leases.counters();
+  g.leases = leases;
   g.connections_active = s.connections_active ? s.connections_active() : 0;
   g.waiters = s.waiters.count();
   return g;
@@ -65,10 +65,15 @@ asio::awaitable<Response> readyz(Services& s) {
 }
 
 asio::awaitable<Response> metrics(Services& s) {
-  auto u_job = [&s] { return s.backend.usage(); };
+  struct Sample {
+    Result<storage::Usage> usage;
+    LeaseCounters leases;
+  };
+  auto u_job = [&s] { return Sample{s.backend.usage(), s.leases.counters()}; };
   auto u = co_await run_blocking(s.pool, u_job);
-  if (!u) s.metrics.storage_error("usage");
-  co_return text_response(200, s.metrics.render_prometheus(sample_gauges(s, u)), "text/plain; version=0.0.4; charset=utf-8");
+  if (!u.usage) s.metrics.storage_error("usage");
+  co_return text_response(200, s.metrics.render_prometheus(sample_gauges(s, u.usage, u.leases)),
+                          "text/plain; version=0.0.4; charset=utf-8");
 }
 
 struct Tally {
@@ -81,9 +86,10 @@ asio::awaitable<Response> stats(Services& s) {
     std::map<std::string, Tally> by_target, by_mode;
     bool truncated = false;
     std::optional<Error> error;
+    LeaseCounters leases;
   };
   auto scan_job = [&s] {
-    Scan sc{s.backend.usage(), {}, {}, false, std::nullopt};
+    Scan sc{s.backend.usage(), {}, {}, false, std::nullopt, s.leases.counters()};
     storage::ListQuery q;
     q.limit = 1000;
     std::size_t seen = 0;
@@ -113,7 +119,7 @@ asio::awaitable<Response> stats(Services& s) {
   auto scan = co_await run_blocking(s.pool, scan_job);
   if (!scan.usage) s.metrics.storage_error("usage");
   if (scan.error) s.metrics.storage_error("list");
-  Gauges g = sample_gauges(s, scan.usage);
+  Gauges g = sample_gauges(s, scan.usage, scan.leases);
   auto& m = s.metrics;
   auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   auto breakdown = [](const std::map<std::string, Tally>& tallies, const std::map<std::string, Metrics::Breakdown>& stored) {

@@ -65,9 +65,19 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   } unregister{s, key, waiter};
 
   bool waited = false;
+  struct Lookup {
+    Result<std::vector<std::uint8_t>> got;
+    std::optional<Clock::time_point> lease_until;  // looked up only on a miss while waiting
+  };
+  const bool waiting = waiter != nullptr;
+  auto lookup_job = [&s, &key, waiting] {
+    Lookup l{s.backend.get(key), std::nullopt};
+    if (waiting && !l.got && l.got.error().code == Errc::not_found) l.lease_until = s.leases.live_until(key);
+    return l;
+  };
   for (;;) {
-    auto got_job = [&s, &key] { return s.backend.get(key); };
-    auto got = co_await run_blocking(s.pool, got_job);
+    auto lookup = co_await run_blocking(s.pool, lookup_job);
+    auto& got = lookup.got;
     if (got) {
       s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       if (waited) s.metrics.waits_fulfilled.fetch_add(1, std::memory_order_relaxed);
@@ -86,7 +96,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
     }
     if (got.error().code != Errc::not_found) co_return storage_failure(s, "get", got.error());
 
-    auto lease_until = waiter ? s.leases.live_until(key) : std::nullopt;
+    const auto lease_until = lookup.lease_until;
     auto now = Clock::now();
     if (!lease_until || now >= deadline) break;
     if (s.draining.load()) {
@@ -131,15 +141,22 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
   struct Outcome {
     Result<CheckedUpload> checked;
     std::optional<Result<storage::PutOutcome>> put;
+    bool released;
   };
   auto body = std::make_shared<std::vector<std::uint8_t>>(std::move(req.body));
   const std::uint64_t size = body->size();
   // Keys reloaded (SIGHUP) while this upload is checked do not affect it.
   const auto trust = s.trusted_keys.snapshot();
   const SignaturePolicy signatures{trust.get(), s.config.require_signed};
-  auto outcome_job = [&s, &key, &body, &signatures] {
-    Outcome o{check_upload(key, *body, s.config.max_body_bytes, signatures), std::nullopt};
+  const std::string* lease_token = req.header("x-kcache-lease");
+  auto outcome_job = [&s, &key, &body, &signatures, lease_token] {
+    Outcome o{check_upload(key, *body, s.config.max_body_bytes, signatures), std::nullopt, false};
     if (o.checked) o.put = s.backend.put(key, *body, o.checked->meta);
+    if (o.put && *o.put) {
+      if (lease_token) o.released = s.leases.release(key, *lease_token) == LeaseOutcome::ok;
+      // Waiters on this key, on this replica and every other, look again.
+      s.landings.publish(key);
+    }
     return o;
   };
   auto outcome = co_await run_blocking(s.pool, outcome_job);
@@ -169,11 +186,7 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
   } else {
     s.metrics.puts_present.fetch_add(1, std::memory_order_relaxed);
   }
-  bool released = false;
-  if (const std::string* token = req.header("x-kcache-lease")) {
-    released = s.leases.release(key, *token) == LeaseOutcome::ok;
-  }
-  s.waiters.notify(key);
+  const bool released = outcome.released;
   nlohmann::json body_json = {{"key", key},
                               {"stored", stored},
                               {"size", size},

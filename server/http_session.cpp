@@ -7,8 +7,11 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <spdlog/spdlog.h>
 
 namespace kcache::server {
@@ -19,6 +22,9 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 using Body = http::vector_body<std::uint8_t>;
 using BeastResponse = http::response<Body>;
@@ -58,11 +64,17 @@ BeastResponse to_beast(Response&& r, unsigned version, bool head, bool keep_aliv
   return res;
 }
 
-class Session final : public SessionHandle, public std::enable_shared_from_this<Session> {
+// One connection. Stream is PlainStream (HTTP) or TlsStream (HTTPS: the
+// handshake runs first, under the read deadline; see handshake()).
+template <class Stream>
+class Session final : public SessionHandle, public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool k_tls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, Services& s, Connections& c) : stream_(std::move(socket)), s_(s), connections_(c) {
+  Session(tcp::socket socket, Services& s, Connections& c, std::shared_ptr<asio::ssl::context> tls)
+      : tls_ctx_(std::move(tls)), stream_(make_stream(std::move(socket), tls_ctx_)), s_(s), connections_(c) {
     beast::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
+    auto ep = lowest().socket().remote_endpoint(ec);
     if (!ec) {
       peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
       loopback_ = is_loopback(ep.address());
@@ -74,26 +86,42 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   }
 
   void start() {
-    id_ = connections_.add(shared_from_this());
-    asio::co_spawn(stream_.get_executor(), [self = shared_from_this()] { return self->run(); }, asio::detached);
+    id_ = connections_.add(this->shared_from_this());
+    asio::co_spawn(stream_.get_executor(), [self = this->shared_from_this()] { return self->run(); }, asio::detached);
   }
 
   void close_if_idle() override {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (self->idle_) self->stream_.cancel();
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->idle_) self->lowest().cancel();
     });
   }
 
  private:
+  static Stream make_stream(tcp::socket socket, const std::shared_ptr<asio::ssl::context>& tls) {
+    if constexpr (k_tls) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      (void)tls;
+      return Stream(std::move(socket));
+    }
+  }
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
   asio::awaitable<void> run();
+  asio::awaitable<bool> handshake();
+  asio::awaitable<void> serve();
   // Writes r (closing afterwards when it says so) and logs it. Takes a
   // named Response: g++ 12 mishandles non-trivial temporaries inside
   // co_await expressions.
   asio::awaitable<bool> respond(Response& r, const Request& req, unsigned version, bool head, bool keep_alive,
                                 Clock::time_point started, std::uint64_t bytes_in);
   asio::awaitable<void> lingering_close();
+  asio::awaitable<void> final_close();
 
-  beast::tcp_stream stream_;
+  // Keeps the context this connection shook hands with alive (a SIGHUP
+  // reload swaps the server's current one). Declared before stream_.
+  std::shared_ptr<asio::ssl::context> tls_ctx_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   Services& s_;
   Connections& connections_;
@@ -103,7 +131,8 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   bool idle_ = false;  // waiting for a request's first byte (only touched on the strand)
 };
 
-asio::awaitable<bool> Session::respond(Response& r, const Request& req, unsigned version, bool head,
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::respond(Response& r, const Request& req, unsigned version, bool head,
                                        bool keep_alive, Clock::time_point started, std::uint64_t bytes_in) {
   keep_alive = keep_alive && !r.close && !s_.draining.load();
   const int status = r.status;
@@ -112,7 +141,7 @@ asio::awaitable<bool> Session::respond(Response& r, const Request& req, unsigned
   auto res = to_beast(std::move(r), version, head, keep_alive, req.id);
   const std::uint64_t bytes_out = head ? 0 : res.body().size();
   beast::error_code ec;
-  stream_.expires_after(transfer_deadline(s_.config, bytes_out));
+  lowest().expires_after(transfer_deadline(s_.config, bytes_out));
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   const std::string method = req.method.empty() ? "-" : req.method;
@@ -128,20 +157,86 @@ asio::awaitable<bool> Session::respond(Response& r, const Request& req, unsigned
 }
 
 // Half-close, then drain what the client still sends for a moment, so the
-// answer is not lost to a reset caused by unread request bytes.
-asio::awaitable<void> Session::lingering_close() {
+// answer is not lost to a reset caused by unread request bytes. Over TLS the
+// half-close is the close_notify alert (the shutdown reads until the
+// client's own close_notify or EOF).
+template <class Stream>
+asio::awaitable<void> Session<Stream>::lingering_close() {
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream_.expires_after(std::chrono::milliseconds(500));
-  std::array<char, 16384> sink;
-  std::size_t drained = 0;
-  while (!ec && drained < (1u << 20)) {
-    drained += co_await stream_.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+  lowest().expires_after(std::chrono::milliseconds(500));
+  if constexpr (k_tls) {
+    co_await stream_.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 16384> sink;
+    std::size_t drained = 0;
+    while (!ec && drained < (1u << 20)) {
+      drained += co_await stream_.async_read_some(asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+    }
   }
-  stream_.close();
+  lowest().close();
 }
 
-asio::awaitable<void> Session::run() {
+template <class Stream>
+asio::awaitable<void> Session<Stream>::final_close() {
+  beast::error_code ignored;
+  if constexpr (k_tls) {
+    if (lowest().socket().is_open()) {
+      lowest().expires_after(std::chrono::milliseconds(500));
+      co_await stream_.async_shutdown(asio::redirect_error(asio::use_awaitable, ignored));
+    }
+  }
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  lowest().close();
+}
+
+// TLS only: a client speaking plain HTTP to the TLS port gets a plain 400
+// (as nginx does) instead of a silent close; a failed handshake (wrong CA,
+// no client certificate under mTLS) closes the connection, logged at debug.
+template <class Stream>
+asio::awaitable<bool> Session<Stream>::handshake() {
+  if constexpr (!k_tls) {
+    co_return true;
+  } else {
+    beast::error_code ec;
+    lowest().expires_after(std::chrono::milliseconds(s_.config.read_timeout_ms));
+    const bool is_tls =
+        co_await beast::async_detect_ssl(lowest(), buffer_, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+    if (!is_tls) {
+      BeastResponse res{http::status::bad_request, 11};
+      res.set(http::field::server, "kcache/0.1");
+      res.set(http::field::content_type, "application/json");
+      std::string body =
+          R"({"error":"tls_required","message":"this port speaks HTTPS; a plain HTTP request was sent"})";
+      body += '\n';
+      res.body().assign(body.begin(), body.end());
+      res.keep_alive(false);
+      res.prepare_payload();
+      co_await http::async_write(lowest(), res, asio::redirect_error(asio::use_awaitable, ec));
+      spdlog::info("conn={} peer={} plain HTTP on the TLS port: answered 400 and closed", id_, peer_);
+      co_return false;
+    }
+    const std::size_t used = co_await stream_.async_handshake(asio::ssl::stream_base::server, buffer_.data(),
+                                                              asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      spdlog::info("conn={} peer={} TLS handshake failed: {}", id_, peer_, ec.message());
+      co_return false;
+    }
+    buffer_.consume(used);
+    co_return true;
+  }
+}
+
+template <class Stream>
+asio::awaitable<void> Session<Stream>::run() {
+  const bool ok = co_await handshake();
+  if (ok) co_await serve();
+  co_await final_close();
+}
+
+template <class Stream>
+asio::awaitable<void> Session<Stream>::serve() {
   const ServerConfig& cfg = s_.config;
   for (;;) {
     http::request_parser<Body> parser;
@@ -152,7 +247,7 @@ asio::awaitable<void> Session::run() {
     beast::error_code ec;
     idle_ = buffer_.size() == 0;
     if (s_.draining.load() && idle_) break;
-    stream_.expires_after(std::chrono::milliseconds(cfg.read_timeout_ms));
+    lowest().expires_after(std::chrono::milliseconds(cfg.read_timeout_ms));
     co_await http::async_read_header(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
     idle_ = false;
     const auto started = Clock::now();
@@ -227,11 +322,11 @@ asio::awaitable<void> Session::run() {
     if (has_body) {
       if (const std::string* expect = req.header("expect"); expect && beast::iequals(*expect, "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, version};
-        stream_.expires_after(std::chrono::milliseconds(cfg.write_timeout_ms));
+        lowest().expires_after(std::chrono::milliseconds(cfg.write_timeout_ms));
         co_await http::async_write(stream_, cont, asio::redirect_error(asio::use_awaitable, ec));
         if (ec) break;
       }
-      stream_.expires_after(transfer_deadline(cfg, parser.content_length().value_or(limit)));
+      lowest().expires_after(transfer_deadline(cfg, parser.content_length().value_or(limit)));
       co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (ec == http::error::body_limit) {
@@ -252,13 +347,10 @@ asio::awaitable<void> Session::run() {
     }
     req.body = std::move(parser.get().body());
     const std::uint64_t bytes_in = req.body.size();
-    stream_.expires_never();  // a waiting GET may take long; the socket is idle meanwhile
+    lowest().expires_never();  // a waiting GET may take long; the socket is idle meanwhile
     Response r = co_await handle_request(s_, req, route);
     if (!co_await respond(r, req, version, head, keep_alive, started, bytes_in)) break;
   }
-  beast::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
 }
 
 asio::awaitable<void> reject(beast::tcp_stream stream) {
@@ -280,8 +372,13 @@ asio::awaitable<void> reject(beast::tcp_stream stream) {
 
 }  // namespace
 
-void start_session(tcp::socket socket, Services& services, Connections& connections) {
-  std::make_shared<Session>(std::move(socket), services, connections)->start();
+void start_session(tcp::socket socket, Services& services, Connections& connections,
+                   std::shared_ptr<asio::ssl::context> tls) {
+  if (tls) {
+    std::make_shared<Session<TlsStream>>(std::move(socket), services, connections, std::move(tls))->start();
+  } else {
+    std::make_shared<Session<PlainStream>>(std::move(socket), services, connections, nullptr)->start();
+  }
 }
 
 void reject_connection(tcp::socket socket, Services& services) {

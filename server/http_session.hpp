@@ -11,14 +11,23 @@
 // reject_connection() may be called from any thread.
 #pragma once
 
+#include <memory>
+
 #include <boost/asio/ip/tcp.hpp>
 
 #include "server/connections.hpp"
 #include "server/services.hpp"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace kcache::server {
 
-void start_session(boost::asio::ip::tcp::socket socket, Services& services, Connections& connections);
+// With `tls`, the session speaks HTTPS with that context (held for the
+// connection's life); without, plain HTTP.
+void start_session(boost::asio::ip::tcp::socket socket, Services& services, Connections& connections,
+                   std::shared_ptr<boost::asio::ssl::context> tls);
 
 // Answers 503 with Retry-After on a connection over --max-connections, then
 // closes it.

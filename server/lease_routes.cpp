@@ -34,6 +34,10 @@ Response missing_token() {
   return error_response(400, "missing_lease", "this request needs the lease token in the X-Kcache-Lease header");
 }
 
+Response lease_unavailable(Services& s, const Error& e) {
+  return storage_failure(s, "lease", Error{Errc::unavailable, e.message});
+}
+
 Response token_refused(const LeaseRenewal& r) {
   if (r.outcome == LeaseOutcome::not_holder) {
     return json_response(409, {{"error", "not_holder"},
@@ -43,19 +47,28 @@ Response token_refused(const LeaseRenewal& r) {
   return error_response(409, "no_lease", "no live lease on this key (it expired or was released)");
 }
 
+// Every lease-table call runs on the blocking pool: the Redis table does
+// network I/O (server/lease_table.hpp).
 asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& key) {
   auto present = [&s, key] { return s.backend.head(key); };
   auto h = co_await run_blocking(s.pool, present);
   if (h) co_return json_response(200, {{"exists", true}});
   if (h.error().code != Errc::not_found) co_return storage_failure(s, "head", h.error());
-  LeaseGrant g = s.leases.acquire(key, holder_of(req));
+  const std::string holder = holder_of(req);
+  auto grant_job = [&s, &key, &holder] { return s.leases.acquire(key, holder); };
+  LeaseGrant g = co_await run_blocking(s.pool, grant_job);
+  if (g.error) co_return lease_unavailable(s, *g.error);
   if (!g.granted) co_return lease_held(g.remaining_ms);
   // The previous holder may have uploaded between our lookup and the grant
   // (its PUT released its lease): look once more so nobody compiles twice.
   h = co_await run_blocking(s.pool, present);
   if (h) {
-    s.leases.release(key, g.token);
-    s.waiters.notify(key);
+    auto undo_job = [&s, &key, &g] {
+      s.leases.release(key, g.token);
+      s.landings.publish(key);
+      return true;
+    };
+    co_await run_blocking(s.pool, undo_job);
     co_return json_response(200, {{"exists", true}});
   }
   auto r = json_response(201, {{"lease", g.token}, {"ttl_ms", g.ttl_ms}});
@@ -63,39 +76,48 @@ asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& 
   co_return r;
 }
 
-Response renew(Services& s, Request& req, const std::string& key) {
+asio::awaitable<Response> renew(Services& s, Request& req, const std::string& key) {
   const std::string* token = req.header("x-kcache-lease");
-  if (!token) return missing_token();
-  LeaseRenewal r = s.leases.renew(key, *token);
-  if (r.outcome != LeaseOutcome::ok) return token_refused(r);
-  return json_response(200, {{"lease", *token}, {"ttl_ms", r.ttl_ms}});
+  if (!token) co_return missing_token();
+  auto renew_job = [&s, &key, token] { return s.leases.renew(key, *token); };
+  LeaseRenewal r = co_await run_blocking(s.pool, renew_job);
+  if (r.error) co_return lease_unavailable(s, *r.error);
+  if (r.outcome != LeaseOutcome::ok) co_return token_refused(r);
+  co_return json_response(200, {{"lease", *token}, {"ttl_ms", r.ttl_ms}});
 }
 
-Response release(Services& s, Request& req, const std::string& key) {
+asio::awaitable<Response> release(Services& s, Request& req, const std::string& key) {
   const std::string* token = req.header("x-kcache-lease");
-  if (!token) return missing_token();
-  LeaseOutcome o = s.leases.release(key, *token);
-  if (o != LeaseOutcome::ok) {
+  if (!token) co_return missing_token();
+  auto release_job = [&s, &key, token] {
     LeaseRenewal info;
-    info.outcome = o;
-    if (o == LeaseOutcome::not_holder) {
+    info.outcome = s.leases.release(key, *token);
+    if (info.outcome == LeaseOutcome::ok) {
+      // Waiters (on every replica) stop waiting: nothing will land from this holder.
+      s.landings.publish(key);
+    } else if (info.outcome == LeaseOutcome::not_holder) {
       if (auto until = s.leases.live_until(key)) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*until - Clock::now()).count();
         info.remaining_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(left, 0));
       }
     }
-    return token_refused(info);
+    return info;
+  };
+  LeaseRenewal info = co_await run_blocking(s.pool, release_job);
+  if (info.outcome == LeaseOutcome::unavailable) {
+    co_return lease_unavailable(s, Error{Errc::unavailable, "the lease table did not answer"});
   }
-  // Waiters stop waiting: nothing will land from this holder.
-  s.waiters.notify(key);
+  if (info.outcome != LeaseOutcome::ok) co_return token_refused(info);
   Response r;
   r.status = 204;
-  return r;
+  co_return r;
 }
 
-Response list(Services& s) {
+asio::awaitable<Response> list(Services& s) {
+  auto list_job = [&s] { return s.leases.list(); };
+  auto leases = co_await run_blocking(s.pool, list_job);
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& l : s.leases.list()) {
+  for (const auto& l : leases) {
     arr.push_back({{"key", l.key},
                    {"holder", l.holder},
                    {"acquired_unix_ms", l.acquired_unix_ms},
@@ -103,15 +125,15 @@ Response list(Services& s) {
                    {"remaining_ms", l.remaining_ms},
                    {"renewals", l.renewals}});
   }
-  return json_response(200, {{"leases", arr}, {"ttl_ms", s.leases.ttl_ms()}});
+  co_return json_response(200, {{"leases", arr}, {"ttl_ms", s.leases.ttl_ms()}});
 }
 
 }  // namespace
 
 asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m) {
-  if (m.id == RouteId::leases) co_return list(s);
-  if (m.id == RouteId::lease_renew) co_return renew(s, req, m.key);
-  if (req.method == "DELETE") co_return release(s, req, m.key);
+  if (m.id == RouteId::leases) co_return co_await list(s);
+  if (m.id == RouteId::lease_renew) co_return co_await renew(s, req, m.key);
+  if (req.method == "DELETE") co_return co_await release(s, req, m.key);
   co_return co_await acquire(s, req, m.key);
 }
 

@@ -45,7 +45,10 @@ class InProcessLeaseTable final : public LeaseTable {
       return g;
     }
     Lease l{random_token(), holder, now, now + ttl_, unix_ms(), 0};
-    LeaseGrant g{true, l.token, ttl_ms_, 0};
+    LeaseGrant g;
+    g.granted = true;
+    g.token = l.token;
+    g.ttl_ms = ttl_ms_;
     leases_[key] = std::move(l);
     ++counters_.granted;
     return g;

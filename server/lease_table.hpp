@@ -10,10 +10,16 @@
 //  - Leases expire by themselves at their deadline: an expired lease is
 //    treated as absent everywhere, and counted once as expired.
 //  - Times are steady-clock based; ttl_ms > 0.
-// This is the seam for leases shared between server replicas (Redis); the
-// in-process implementation keeps them in one mutex-protected map.
-// Thread safety: every method may be called concurrently from any thread;
-// none blocks on I/O (the in-process table only takes a mutex).
+//  - Failures of a shared table (Redis down) are values: `error` set on a
+//    grant or renewal, LeaseOutcome::unavailable on release; live_until()
+//    then answers nullopt (a waiter stops waiting and compiles itself) and
+//    list()/counters() answer empty/zero.
+// Two implementations: in-process (one mutex-protected map; the default)
+// and Redis (server/redis_lease_table.hpp: shared by every replica on one
+// Redis, chosen when --storage is redis://).
+// Thread safety: every method may be called concurrently from any thread.
+// Blocking: the Redis table does network I/O in every method; callers on
+// I/O threads hop to the blocking pool first (run_blocking), as for storage.
 #pragma once
 
 #include <chrono>
@@ -23,20 +29,24 @@
 #include <string>
 #include <vector>
 
+#include "common/result.hpp"
+
 namespace kcache::server {
 
 using Clock = std::chrono::steady_clock;
 
 struct LeaseGrant {
+  std::optional<Error> error;         // the table could not be reached
   bool granted = false;
   std::string token;                  // when granted
   std::uint64_t ttl_ms = 0;           // when granted
   std::uint64_t remaining_ms = 0;     // when held by another
 };
 
-enum class LeaseOutcome { ok, not_holder, no_lease };
+enum class LeaseOutcome { ok, not_holder, no_lease, unavailable };
 
 struct LeaseRenewal {
+  std::optional<Error> error;      // the table could not be reached
   LeaseOutcome outcome = LeaseOutcome::no_lease;
   std::uint64_t ttl_ms = 0;        // ok: the new time to live
   std::uint64_t remaining_ms = 0;  // not_holder: what the other's lease has left

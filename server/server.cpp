@@ -16,7 +16,10 @@
 
 #include "server/connections.hpp"
 #include "server/http_session.hpp"
+#include "server/redis_replicas.hpp"
 #include "server/services.hpp"
+#include "server/tls_context.hpp"
+#include "server/trusted_keys.hpp"
 
 namespace kcache::server {
 
@@ -45,6 +48,12 @@ tcp::endpoint resolve(asio::io_context& ioc, const std::string& host, std::uint1
   return *results.begin();
 }
 
+template <typename T>
+T startup(Result<T> r) {
+  if (!r) throw ConfigError(r.error().message);
+  return std::move(*r);
+}
+
 }  // namespace
 
 // Declaration order is destruction order reversed: the io_context (and with
@@ -55,8 +64,11 @@ struct Server::Impl {
   std::unique_ptr<storage::Backend> backend;
   std::unique_ptr<LeaseTable> leases;
   Waiters waiters;
+  std::unique_ptr<Landings> landings;  // after waiters: its subscriber thread notifies them
   Metrics metrics;
   std::unique_ptr<Authorizer> authorizer;
+  std::unique_ptr<TrustedKeys> trusted_keys;
+  std::unique_ptr<TlsContexts> tls;  // null: plain HTTP
   std::atomic<bool> draining{false};
   Connections connections;
   asio::thread_pool pool;
@@ -64,20 +76,41 @@ struct Server::Impl {
   std::unique_ptr<asio::io_context> ioc;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<asio::signal_set> signals;
+  std::unique_ptr<asio::signal_set> hangup;
 
   Impl(ServerConfig c, std::unique_ptr<storage::Backend> b)
       : config(std::move(c)),
         backend(std::move(b)),
-        leases(make_in_process_lease_table(config.lease_ttl_ms)),
-        authorizer(make_loopback_authorizer(config.insecure_allow_remote)),
         pool(pool_threads(config)),
         ioc(std::make_unique<asio::io_context>(static_cast<int>(io_threads(config)))) {
-    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, metrics, *authorizer, pool,
-                                                   draining, [this] { return connections.count(); }});
+    if (config.storage.rfind("redis://", 0) == 0) {
+      // Replicas: leases and landings go through the same Redis as storage.
+      auto parts = make_redis_replica_parts(config.storage, config.lease_ttl_ms, waiters);
+      if (!parts) throw std::runtime_error("cannot open the Redis lease table: " + parts.error().message);
+      leases = std::move(parts->leases);
+      landings = std::move(parts->landings);
+    } else {
+      leases = make_in_process_lease_table(config.lease_ttl_ms);
+      landings = make_local_landings(waiters);
+    }
+    if (!config.tls_cert.empty()) {
+      tls = startup(TlsContexts::load({config.tls_cert, config.tls_key, config.tls_client_ca}));
+    }
+    authorizer = startup(make_authorizer(
+        {config.tokens_file, config.anonymous_read, config.insecure_allow_remote, tls && tls->requires_client_certs()}));
+    trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
+    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, metrics, *authorizer,
+                                                   *trusted_keys, pool, draining,
+                                                   [this] { return connections.count(); }});
     auto ep = resolve(*ioc, config.listen_host, config.listen_port);
-    if (!ep.address().is_loopback() && !config.insecure_allow_remote) {
+    const bool authenticated = !config.tokens_file.empty() || (tls && tls->requires_client_certs());
+    if (!ep.address().is_loopback() && !authenticated && !config.insecure_allow_remote) {
       throw ConfigError("refusing to listen on non-loopback address " + ep.address().to_string() +
-                        " without authentication; pass --insecure-allow-remote to force it");
+                        " without authentication (--tokens, or --tls-client-ca); pass --insecure-allow-remote "
+                        "to force it");
+    }
+    if (!ep.address().is_loopback() && !config.tokens_file.empty() && !tls) {
+      spdlog::warn("bearer tokens on a non-loopback address without TLS: anyone on the path can read them");
     }
     acceptor = std::make_unique<tcp::acceptor>(*ioc);
     boost::system::error_code ec;
@@ -111,7 +144,7 @@ struct Server::Impl {
         reject_connection(std::move(socket), *services);
         continue;
       }
-      start_session(std::move(socket), *services, connections);
+      start_session(std::move(socket), *services, connections, tls ? tls->current() : nullptr);
     }
   }
 
@@ -123,8 +156,34 @@ struct Server::Impl {
       t.expires_after(std::chrono::seconds(1));
       boost::system::error_code ec;
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      leases->sweep();
+      auto sweep_job = [this] {
+        leases->sweep();
+        return true;
+      };
+      co_await run_blocking(pool, sweep_job);
     }
+  }
+
+  // SIGHUP: re-read tokens, certificates and trusted keys on the blocking
+  // pool (file I/O), each independently; whatever fails keeps its old
+  // version. Open connections are untouched.
+  void wait_hangup() {
+    hangup->async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      asio::post(pool, [this] { reload(); });
+      wait_hangup();
+    });
+  }
+
+  void reload() {
+    auto report = [](const char* what, const Status& st) {
+      if (st) spdlog::info("SIGHUP: reloaded {}", what);
+      else spdlog::error("SIGHUP: {} not reloaded, keeping the old ones: {}", what, st.error().message);
+    };
+    if (!config.tokens_file.empty()) report("tokens", authorizer->reload());
+    if (tls) report("TLS certificates", tls->reload());
+    if (!config.trusted_keys.empty()) report("trusted keys", trusted_keys->reload());
+    spdlog::info("SIGHUP: reload done");
   }
 
   void begin_drain() {
@@ -162,7 +221,9 @@ Server::~Server() {
   // Pool jobs may still hand results to the io_context: finish them first,
   // then drop the io_context with every coroutine frame it holds.
   impl_->pool.join();
+  impl_->landings.reset();  // stops the subscriber thread before the executors it posts to go
   impl_->signals.reset();
+  impl_->hangup.reset();
   impl_->acceptor.reset();
   impl_->ioc.reset();
 }
@@ -176,20 +237,27 @@ void Server::stop() { impl_->begin_drain(); }
 
 int Server::run() {
   auto& im = *impl_;
-  auto ep = im.acceptor->local_endpoint();
-  std::string host = ep.address().to_string();
-  if (ep.address().is_v6()) host = "[" + host + "]";
-  std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(ep.port()));
-  std::fflush(stdout);
-  spdlog::info("kcache-server listening on {}:{} storage={} io_threads={} storage_threads={} lease_ttl_ms={}", host,
-               ep.port(), im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms);
-
+  // Signals first, so a SIGHUP sent as soon as the port is announced never
+  // meets the default action (terminate).
   im.signals = std::make_unique<asio::signal_set>(*im.ioc, SIGINT, SIGTERM);
   im.signals->async_wait([&im](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
     im.begin_drain();
   });
+  im.hangup = std::make_unique<asio::signal_set>(*im.ioc, SIGHUP);
+  im.wait_hangup();
+  auto ep = im.acceptor->local_endpoint();
+  std::string host = ep.address().to_string();
+  if (ep.address().is_v6()) host = "[" + host + "]";
+  std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(ep.port()));
+  std::fflush(stdout);
+  spdlog::info("kcache-server listening on {}:{} ({}) storage={} io_threads={} storage_threads={} lease_ttl_ms={} "
+               "auth={} signed_uploads={}",
+               host, ep.port(), im.tls ? (im.tls->requires_client_certs() ? "https+mtls" : "https") : "http",
+               im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms,
+               im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
+               im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"));
   asio::co_spawn(*im.ioc, im.accept_loop(), asio::detached);
   asio::co_spawn(*im.ioc, im.sweep_loop(), asio::detached);
 

@@ -1,5 +1,5 @@
 // Services: what route handlers share — configuration, storage, leases,
-// waiters, metrics, the authorizer and the blocking pool — plus
+// waiters, landings, metrics, the authorizer and the blocking pool — plus
 // run_blocking(), the one way a handler calls something that may block.
 //
 // Ownership: Server (server/server.hpp) owns every member and outlives all
@@ -22,6 +22,7 @@
 #include "server/authorizer.hpp"
 #include "server/config.hpp"
 #include "server/http_types.hpp"
+#include "server/landings.hpp"
 #include "server/lease_table.hpp"
 #include "server/metrics.hpp"
 #include "server/router.hpp"
@@ -36,6 +37,7 @@ struct Services {
   storage::Backend& backend;
   LeaseTable& leases;
   Waiters& waiters;
+  Landings& landings;  // wake waiters here and on other replicas (blocking: call on the pool)
   Metrics& metrics;
   const Authorizer& authorizer;
   const TrustedKeys& trusted_keys;

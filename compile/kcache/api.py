@@ -10,6 +10,7 @@ nothing to cache and is passed through to torch.compile unchanged.
 
 from __future__ import annotations
 
+import logging
 import os
 from types import MethodType
 from typing import Any
@@ -20,17 +21,29 @@ from . import _torch_adaptor as adaptor
 from . import counters as _stats
 from .backend import RegionBackend
 from .keyfields import CompileSettings
-from .node_tier import NodeTier
+from . import _core
 from .regions import find_regions, has_repeated_blocks, is_repeated_blocks
+
+log = logging.getLogger("kcache")
 
 _store = None
 
 
-def configure(local_dir: str | None = None) -> None:
-    """Chooses where bundles live. Default: $KCACHE_LOCAL_DIR or ~/.cache/kcache."""
+def configure(url: str | None = None, local_dir: str | None = None, **client_options: Any) -> None:
+    """Configures the cache client in code; unset arguments come from KCACHE_*.
+
+    Without a URL (and without KCACHE_URL) regions are cached on this node
+    only. Options are those of kcache._core.Client (token, ca_file,
+    client_cert, client_key, trusted_keys, signing_key, read_only, …;
+    docs/client.md).
+    """
     global _store
-    root = local_dir or os.environ.get("KCACHE_LOCAL_DIR") or os.path.expanduser("~/.cache/kcache")
-    _store = NodeTier(root)
+    if url is None and local_dir is None and not client_options:
+        _store = _core.Client.from_env()
+        return
+    env = _core.Client.from_env().config
+    _store = _core.Client(url=url if url is not None else (env.get("url") or None),
+                          local_dir=local_dir or env.get("local_dir"), **client_options)
 
 
 def _get_store():
@@ -40,8 +53,12 @@ def _get_store():
 
 
 def stats() -> dict:
-    """This process's kcache counters (hits by tier, misses, compiles, seconds saved)."""
-    return _stats.get().as_dict()
+    """This process's kcache counters (hits by tier, misses, compiles, seconds
+    saved), with the cache client's own under "client"."""
+    out = _stats.get().as_dict()
+    if _store is not None:
+        out["client"] = _store.stats()
+    return out
 
 
 def last_keys() -> list[str]:
@@ -66,24 +83,34 @@ class _Compiler:
         self.settings = _settings(kwargs)
         self.backends: dict[str, RegionBackend] = {}
 
-    def __call__(self, module: torch.nn.Module, region_name: str) -> torch.nn.Module:
-        if self.settings is None:
-            return torch.compile(module, **self.kwargs)
+    def _backend(self, region_name: str) -> RegionBackend | None:
         backend = self.backends.get(region_name)
         if backend is None:
-            backend = self.backends[region_name] = RegionBackend(region_name, self.settings, _get_store())
+            try:
+                store = _get_store()
+            except _core.KcacheError as e:
+                # A bad KCACHE_* setting must not stop the job: compile as
+                # stock PyTorch would, and say why once.
+                log.error("kcache disabled: %s", e)
+                self.settings = None
+                return None
+            backend = self.backends[region_name] = RegionBackend(region_name, self.settings, store)
+        return backend
+
+    def __call__(self, module: torch.nn.Module, region_name: str) -> torch.nn.Module:
+        backend = self._backend(region_name) if self.settings is not None else None
+        if backend is None:
+            return torch.compile(module, **self.kwargs)
         extra = {k: v for k, v in self.kwargs.items()
                  if k not in ("backend", "mode", "options", "fullgraph", "dynamic")}
         return torch.compile(module, backend=backend, fullgraph=self.settings.fullgraph,
                              dynamic=self.settings.dynamic, **extra)
 
     def compile_in_place(self, module: torch.nn.Module, region_name: str) -> None:
-        if self.settings is None:
+        backend = self._backend(region_name) if self.settings is not None else None
+        if backend is None:
             module.compile(**self.kwargs)
             return
-        backend = self.backends.get(region_name)
-        if backend is None:
-            backend = self.backends[region_name] = RegionBackend(region_name, self.settings, _get_store())
         module.compile(backend=backend, fullgraph=self.settings.fullgraph, dynamic=self.settings.dynamic)
 
 

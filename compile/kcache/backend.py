@@ -11,6 +11,7 @@ at most the compile the job would have done anyway.
 from __future__ import annotations
 
 import logging
+import pathlib
 import time
 from typing import Any
 
@@ -84,9 +85,13 @@ class RegionBackend:
     def _refuse(self, key: str) -> None:
         stats.bump(verify_failures=1)
         _ready_in_process.discard(key)
-        remove = getattr(self.store, "remove", None)
-        if remove is not None:
-            remove(key)
+        self._drop_node_copy(key)
+
+    def _drop_node_copy(self, key: str) -> None:
+        """Removes a refused bundle from this node's tier (layout: docs/client.md)."""
+        local_dir = self.store.config.get("local_dir")
+        if local_dir:
+            pathlib.Path(local_dir, "objects", key[:2], key).unlink(missing_ok=True)
 
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
@@ -107,39 +112,53 @@ class RegionBackend:
         if key in _ready_in_process:
             stats.bump(reuses=1)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
-        data = self.store.get(key)
-        if data is not None:
-            try:
-                bundle = bundle_io.unpack(data, key)
-                adaptor.restore_region(bundle.mega_cache, bundle.binaries)
-                stats.bump(hits_node=1, bytes_fetched=len(data),
-                           compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
-                log.info("kcache hit %s %s", key[:12], bundle.manifest.get("label"))
-                _ready_in_process.add(key)
-                with adaptor.record_loaded_libraries() as loaded:
-                    compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
-                _report_binary_misses(key, set(loaded) - set(bundle.binaries))
-                if verify_first_use.enabled():
-                    compiled = verify_first_use.wrap(
-                        compiled, gm,
-                        recompile=lambda: adaptor.compile_uncached(gm, example_inputs, patches),
-                        on_mismatch=lambda: self._refuse(key))
-                return compiled
-            except (_core.KcacheError, ValueError, OSError) as e:
-                stats.bump(restore_failures=1)
-                log.warning("kcache: bundle %s unusable (%s); compiling", key[:12], e)
-        stats.bump(misses=1)
-        start = time.perf_counter()
-        with adaptor.capture_region() as cap:
-            compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
-        seconds = time.perf_counter() - start
-        stats.bump(compiles=1, compile_seconds=seconds)
-        _ready_in_process.add(key)
-        try:
+        produced: dict[str, Any] = {}
+
+        def compile_here() -> bytes:
+            # Runs only where this region is compiled: the lease holder, or a
+            # rank that cannot reach the server. The bundle it returns is what
+            # every other rank restores.
+            start = time.perf_counter()
+            with adaptor.capture_region() as cap:
+                produced["compiled"] = adaptor.compile_with_inductor(gm, example_inputs, patches)
+            seconds = time.perf_counter() - start
+            stats.bump(compiles=1, compile_seconds=seconds)
             blob = bundle_io.pack(key, explanation, cap, seconds)
-            self.store.put(key, blob)
             stats.bump(bytes_stored=len(blob))
+            return blob
+
+        try:
+            data, source = self.store.get_or_compile(key, compile_here, explanation)
+        except _core.KcacheError as e:  # the client fails open; this is a last resort
+            log.warning("kcache: cache unusable for %s (%s); compiling without it", key[:12], e)
+            data, source = None, "error"
+        if "compiled" in produced or data is None:
+            stats.bump(misses=1)
+            _ready_in_process.add(key)
+            return produced.get("compiled") or adaptor.compile_with_inductor(gm, example_inputs, patches)
+        try:
+            compiled = self._restore(gm, example_inputs, patches, key, data, source)
+            _ready_in_process.add(key)
+            return compiled
         except (_core.KcacheError, ValueError, OSError) as e:
-            stats.bump(store_failures=1)
-            log.warning("kcache: could not store %s (%s)", key[:12], e)
+            stats.bump(restore_failures=1)
+            log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
+            self._drop_node_copy(key)
+            return adaptor.compile_uncached(gm, example_inputs, patches)
+
+    def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str):
+        bundle = bundle_io.unpack(data, key)
+        adaptor.restore_region(bundle.mega_cache, bundle.binaries)
+        tier = "hits_server" if source == "server" else "hits_node"
+        stats.bump(**{tier: 1}, bytes_fetched=len(data),
+                   compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
+        log.info("kcache: %s hit %s %s", source, key[:12], bundle.manifest.get("label"))
+        with adaptor.record_loaded_libraries() as loaded:
+            compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+        _report_binary_misses(key, set(loaded) - set(bundle.binaries))
+        if verify_first_use.enabled():
+            compiled = verify_first_use.wrap(
+                compiled, gm,
+                recompile=lambda: adaptor.compile_uncached(gm, example_inputs, patches),
+                on_mismatch=lambda: self._refuse(key))
         return compiled

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, REPO, python_env
+from kc_testing import PYTHON, REPO, python_env
 
 
 def run(tmp_path, name, *extra):

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, REPO, python_env
+from kc_testing import PYTHON, REPO, python_env
 
 JOB = str(REPO / "examples" / "train_regional.py")
 
@@ -94,6 +94,8 @@ def test_corrupt_node_bundle_costs_a_compile_not_a_failure(tmp_path, cxx_wrapper
         b[len(b) // 2] ^= 0xFF
         p.write_bytes(bytes(b))
     again = run_job(tmp_path, cxx_wrapper, "again", "--model", "llama", "--layers", "2")
-    assert again["kcache"]["restore_failures"] == len(files)
+    # The client verifies every bundle before handing it out: each corrupt
+    # file is refused (and deleted), and the region compiled here instead.
+    assert again["kcache"]["client"]["refused"] == len(files)
     assert again["kcache"]["compiles"] == again["kcache"]["misses"] == cold["kcache"]["misses"]
     assert again["losses"] == pytest.approx(cold["losses"], rel=1e-5)

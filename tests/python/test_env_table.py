@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import PYTHON, python_env
+from kc_testing import PYTHON, python_env
 from kcache import env_table
 
 RECORDER = r'''

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, python_env
+from kc_testing import PYTHON, python_env
 
 JOB = r'''
 import json, sys, torch, kcache

@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from conftest import PYTHON, REPO, python_env
+from kc_testing import PYTHON, REPO, python_env
 from kcache import _core
 from kcache.keyfields import CompileSettings
 from kcache.region_key import key_of_module

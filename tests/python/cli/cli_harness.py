@@ -19,6 +19,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "compile"))
 
@@ -170,3 +172,18 @@ def columns_aligned(lines: list[str]) -> bool:
 def value_column(lines: list[str]) -> set[int]:
     """Offsets where the value starts in a "name  value" block."""
     return {re.search(r"\S {2,}(\S)", line).start(1) for line in lines if re.search(r"\S {2,}\S", line)}
+
+
+# Test modules use these two by importing them: this folder has no
+# conftest.py of its own: shared helpers live in uniquely named modules
+requires_binaries = pytest.mark.skipif(
+    not (CLI_BIN.exists() and SERVER_BIN.exists()),
+    reason=f"{CLI_BIN} or {SERVER_BIN} is not built (set KCACHE_CLI_BIN / KCACHE_SERVER_BIN)")
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A fresh kcache-server with empty disk storage; must drain and exit 0."""
+    s = Server(tmp_path)
+    yield s
+    assert s.stop() == 0, s.log_path.read_text()[-3000:]

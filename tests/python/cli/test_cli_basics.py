@@ -8,7 +8,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from cli_harness import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, run_cli
+from cli_harness import (
+    EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, requires_binaries, run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def test_help_lists_every_command_and_exit_codes():

@@ -7,7 +7,12 @@ import time
 
 import pytest
 
-from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
+from cli_harness import (
+    EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, requires_binaries, run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 CPU = "GPT2Block/cpu:avx512/f32/default/train"
 GPU = "GPT2Block/cuda:sm_90/bf16/max-autotune/infer"

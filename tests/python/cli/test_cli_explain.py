@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, key_fields, make_artifact, run_cli
+from cli_harness import (
+    EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, key_fields, make_artifact, requires_binaries,
+    run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 REGION = key_fields()["region"].decode()
 LABEL = "GPT2Block/cpu:avx512/f32/default/train"

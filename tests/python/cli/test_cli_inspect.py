@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from cli_harness import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, _core, cli_json, make_artifact, run_cli, value_column
+from cli_harness import (
+    EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, _core, cli_json, make_artifact, requires_binaries, run_cli,
+    value_column,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def test_inspect_table(server):

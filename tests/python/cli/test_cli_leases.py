@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 
-from cli_harness import EXIT_OK, cli_json, columns_aligned, run_cli
+from cli_harness import (
+    EXIT_OK, cli_json, columns_aligned, requires_binaries, run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def test_leases(server):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 
-from cli_harness import EXIT_OK, Server, cli_json, columns_aligned, make_artifact, run_cli
+from cli_harness import (
+    EXIT_OK, Server, cli_json, columns_aligned, make_artifact, requires_binaries, run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def populate(server):

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cli_harness import EXIT_OK, cli_json, make_artifact, run_cli, value_column
+from cli_harness import (
+    EXIT_OK, cli_json, make_artifact, requires_binaries, run_cli, value_column,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 @pytest.fixture

@@ -11,7 +11,12 @@ import select
 import subprocess
 import time
 
-from cli_harness import CLI_BIN, EXIT_OK, make_artifact, value_column
+from cli_harness import (
+    CLI_BIN, EXIT_OK, make_artifact, requires_binaries, value_column,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 ERASE_LINE = "\x1b[2K"
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from cli_harness import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, run_cli
+from cli_harness import (
+    EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, cli_json, make_artifact, requires_binaries,
+    run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def test_put_then_get_round_trip(server, tmp_path):

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import json
 
-from cli_harness import EXIT_ERROR, EXIT_OK, make_artifact, run_cli
+from cli_harness import (
+    EXIT_ERROR, EXIT_OK, make_artifact, requires_binaries, run_cli,
+    server,  # noqa: F401 — the fixture
+)
+
+pytestmark = requires_binaries
 
 
 def flip_bytes(path, offset: int = 40, count: int = 4):

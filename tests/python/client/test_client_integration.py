@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import REPO, clean_env, make_bundle, new_key, wait_for
+from client_harness import REPO, clean_env, make_bundle, new_key, wait_for
 
 HERE = pathlib.Path(__file__).resolve().parent
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import make_bundle, new_key
+from client_harness import make_bundle, new_key
 
 
 def openssl(*args: str, cwd) -> None:

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import make_bundle, new_key
+from server_harness import make_bundle, new_key
 
 
 @pytest.fixture

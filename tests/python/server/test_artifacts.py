@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from conftest import make_bundle, new_key
+from server_harness import make_bundle, new_key
 
 
 def test_put_get_head_delete_roundtrip(server):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import body_of, make_bundle, new_key, raw_exchange, read_until_quiet, status_of
+from server_harness import body_of, make_bundle, new_key, raw_exchange, read_until_quiet, status_of
 
 
 def req(method: str, target: str, headers: dict | None = None, body: bytes = b"") -> bytes:

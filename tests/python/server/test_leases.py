@@ -6,7 +6,7 @@ import re
 import threading
 import time
 
-from conftest import make_bundle, new_key
+from server_harness import make_bundle, new_key
 
 
 def lease(srv, key, **kw):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import SERVER_BIN, KcacheServer, make_bundle, new_key, read_until_quiet, status_of
+from server_harness import SERVER_BIN, KcacheServer, make_bundle, new_key, read_until_quiet, status_of
 
 
 def test_port_zero_prints_bound_port(start_server):

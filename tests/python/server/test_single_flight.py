@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from conftest import make_bundle, new_key
+from server_harness import make_bundle, new_key
 
 CLIENTS = 32
 WAIT_MS = 20000

@@ -1,0 +1,196 @@
+"""Fixtures for the kcache-server integration tests: the real binary on a
+random loopback port, an HTTP helper and bundle builders.
+
+The binary is $KCACHE_SERVER_BIN, else build/dev/server/kcache-server under
+the repository root. Bundles are written by the real bundle writer
+(kcache._core.write_bundle, from compile/).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import pathlib
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "compile"))
+
+from kcache import _core  # noqa: E402
+
+SERVER_BIN = pathlib.Path(os.environ.get("KCACHE_SERVER_BIN", REPO / "build/dev/server/kcache-server"))
+
+TOOLCHAIN_VALUE = json.dumps({"artifact": 1, "torch": "2.13.0", "triton": None, "cxx": "g++ 12.2.0", "cuda": None})
+
+
+def new_key() -> str:
+    return secrets.token_hex(32)
+
+
+def manifest_for(key: str, label: str = "GPT2Block/cpu:avx512/f32/default/train", compile_seconds: float = 1.25,
+                 toolchain_value: str | None = TOOLCHAIN_VALUE, **extra) -> dict:
+    toolchain = {"hash": "ab" * 32, "size": 100}
+    if toolchain_value is not None:
+        toolchain["value"] = toolchain_value
+    m = {
+        "key": key,
+        "label": label,
+        "compile_seconds": compile_seconds,
+        "explanation": {"format": "kcache-explanation-v1", "key": key, "label": label,
+                        "fields": {"toolchain": toolchain, "region": {"hash": "cd" * 32, "size": 10}}},
+        "producer": {"host": "test", "pid": 1, "time": 0, "kcache": "0.1.0"},
+    }
+    m.update(extra)
+    return m
+
+
+def make_bundle(key: str, payload: bytes | None = None, **manifest_kw) -> bytes:
+    payload = payload if payload is not None else secrets.token_bytes(64)
+    return _core.write_bundle(json.dumps(manifest_for(key, **manifest_kw)), [("mega_cache", payload)])
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class KcacheServer:
+    """One kcache-server process. Logs go to a file (a pipe could fill up)."""
+
+    def __init__(self, tmp: pathlib.Path, args: list[str] | None = None, env: dict[str, str] | None = None,
+                 storage: str = "memory:"):
+        self.log_path = tmp / f"server-{secrets.token_hex(4)}.log"
+        cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage,
+               "--read-timeout-ms", "3000", "--write-timeout-ms", "3000", "--drain-timeout-ms", "3000"]
+        cmd += args or []
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
+        full_env.update(env or {})
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=full_env)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on "):
+            self.proc.wait(timeout=5)
+            raise RuntimeError(f"server did not start ({self.proc.returncode}): {line!r}\n{self.read_log()}")
+        self.host, port = line.split()[-1].rsplit(":", 1)
+        self.port = int(port)
+
+    def read_log(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+                timeout: float = 10) -> Reply:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            data = r.read()
+            return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def put_artifact(self, key: str, bundle: bytes, headers: dict | None = None) -> Reply:
+        return self.request("PUT", f"/v1/artifacts/{key}", body=bundle,
+                            headers={"Content-Type": "application/octet-stream", **(headers or {})})
+
+    def connect(self, timeout: float = 10) -> socket.socket:
+        return socket.create_connection((self.host, self.port), timeout=timeout)
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 15) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_binary():
+    if not SERVER_BIN.exists():
+        pytest.skip(f"kcache-server not built at {SERVER_BIN} (set KCACHE_SERVER_BIN)")
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Factory: start_server(args=[...], env={...}, storage=...) → KcacheServer."""
+    started: list[KcacheServer] = []
+
+    def start(**kw) -> KcacheServer:
+        s = KcacheServer(tmp_path, **kw)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        code = s.stop()
+        assert code == 0, f"server exited {code}\n{s.read_log()[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A shared memory-backed server for tests that do not need a fresh one."""
+    s = KcacheServer(tmp_path_factory.mktemp("srv"))
+    yield s
+    code = s.stop()
+    assert code == 0, f"server exited {code}\n{s.read_log()[-4000:]}"
+
+
+def raw_exchange(srv: KcacheServer, data: bytes, timeout: float = 5) -> bytes:
+    """Sends raw bytes, returns everything the server answers until it closes or goes quiet."""
+    with srv.connect(timeout=timeout) as s:
+        s.sendall(data)
+        return read_until_quiet(s, timeout)
+
+
+def read_until_quiet(s: socket.socket, timeout: float) -> bytes:
+    s.settimeout(timeout)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            c = s.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            break
+        if not c:
+            break
+        chunks.append(c)
+        if b"\r\n\r\n" in b"".join(chunks):
+            # Stop once a complete response (by Content-Length) is in.
+            head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    if len(rest) >= int(line.split(b":")[1]):
+                        return b"".join(chunks)
+    return b"".join(chunks)
+
+
+def status_of(raw: bytes) -> int:
+    assert raw.startswith(b"HTTP/1."), raw[:200]
+    return int(raw.split(b" ", 2)[1])
+
+
+def body_of(raw: bytes):
+    return json.loads(raw.partition(b"\r\n\r\n")[2])
