@@ -11,6 +11,7 @@ seconds, losses, PyTorch's own compile counters and kcache's stats.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -58,11 +59,17 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, 256, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
 
-    losses, step_times = [], []
+    losses, step_times, grad_sha256 = [], [], None
     for _ in range(args.steps):
         t0 = time.perf_counter()
         loss = model(ids, labels=ids).loss
         loss.backward()
+        if grad_sha256 is None:  # the first step's gradients, bit for bit
+            h = hashlib.sha256()
+            for p_ in model.parameters():
+                if p_.grad is not None:
+                    h.update(p_.grad.detach().contiguous().numpy().tobytes())
+            grad_sha256 = h.hexdigest()
         opt.step()
         opt.zero_grad(set_to_none=True)
         step_times.append(time.perf_counter() - t0)
@@ -73,6 +80,7 @@ def main() -> None:
         "first_step_s": round(step_times[0], 3),
         "later_step_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 4),
         "losses": losses,
+        "grad_sha256": grad_sha256,
         "inductor": c.get("inductor", {}),
         "aot_autograd": c.get("aot_autograd", {}),
         "kcache": kcache.stats() if args.compiler == "kcache" else {},

@@ -157,14 +157,41 @@ def rewrite_fx_entries(mega_cache: bytes, transform) -> bytes:
     return data
 
 
+# Config entries that bound how often Dynamo recompiles, not what any
+# compile produces: kcache raises them (ensure_recompile_limit) and they
+# must not split keys.
+_NEUTRAL_CONFIG = frozenset({
+    "recompile_limit", "accumulated_recompile_limit", "cache_size_limit",
+    "accumulated_cache_size_limit",
+})
+
+
 def config_fingerprint() -> str:
     """Hash of the Inductor, functorch and Dynamo configs that shape code."""
     h = hashlib.sha256()
     for cfg in (torch._inductor.config, torch._functorch.config, torch._dynamo.config):
         # save_config_portable() drops fields marked as irrelevant to caching.
         portable = cfg.save_config_portable()
-        h.update(repr(sorted((k, _stable_repr(v)) for k, v in portable.items())).encode())
+        items = sorted((k, _stable_repr(v)) for k, v in portable.items() if k not in _NEUTRAL_CONFIG)
+        h.update(repr(items).encode())
     return h.hexdigest()[:16]
+
+
+def ensure_recompile_limit(blocks: int) -> None:
+    """Lets Dynamo trace every block of a region.
+
+    Dynamo re-traces each block of a regional compile (its guards hold
+    per-block constants such as transformers' layer_idx) and, past
+    recompile_limit (8) traces of one code object, silently runs the rest
+    eagerly: a 12-block model would run 4 blocks uncompiled. kcache raises
+    the limit to cover the model's blocks.
+    """
+    cfg = torch._dynamo.config
+    needed = blocks + 8
+    if cfg.recompile_limit < needed:
+        cfg.recompile_limit = needed
+    if cfg.accumulated_recompile_limit < needed * 4:
+        cfg.accumulated_recompile_limit = needed * 4
 
 
 def _stable_repr(v: Any) -> str:

@@ -133,7 +133,9 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
     """Regional compilation through kcache; see accelerate.utils.compile_regions."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
-    names = {id(module.get_submodule(m)): r.name for r in find_regions(module) for m in r.members}
+    regions = find_regions(module)
+    names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}
+    adaptor.ensure_recompile_limit(sum(r.count for r in regions))
 
     def walk(m: torch.nn.Module) -> torch.nn.Module:
         if is_repeated_blocks(m):
@@ -168,7 +170,9 @@ def compile_regions_in_place(module: torch.nn.Module, **compile_kwargs: Any) -> 
     (Accelerate's DeepSpeed variant: the engine keeps its module object)."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
-    names = {id(module.get_submodule(m)): r.name for r in find_regions(module) for m in r.members}
+    regions = find_regions(module)
+    names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}
+    adaptor.ensure_recompile_limit(sum(r.count for r in regions))
 
     def walk(m: torch.nn.Module) -> None:
         if is_repeated_blocks(m):

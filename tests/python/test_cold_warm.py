@@ -37,12 +37,13 @@ def run_job(tmp_path, cxx, name, *extra, cache_dir=None):
 def _is_region_compile(cmdline: str) -> bool:
     """A host-compiler run that builds one of the model's kernels.
 
-    Not counted: Inductor's per-cache-dir ISA probes (tiny *_chk_kernel
+    Not counted: kcache's `-march=native -Q --help=target` query (the target
+    key field), Inductor's per-cache-dir ISA probes (tiny *_chk_kernel
     programs it builds once per Inductor cache directory, independent of any
     model) and the preprocessor pass (-E) of the shared kernel header.
     """
-    if " -E " in f" {cmdline} ":
-        return False
+    if " -E " in f" {cmdline} " or "--help" in cmdline:
+        return False  # preprocessing, or kcache's own -march=native query
     srcs = [w for w in cmdline.split() if w.endswith(".cpp")]
     for src in srcs:
         try:
