@@ -303,6 +303,7 @@ asio::awaitable<Response> evict(Services& s, Request& req) {
     co_return storage_failure(s, "evict", rep.error());
   }
   if (!policy.dry_run) {
+    for (const auto& k : rep->keys) s.hot.erase(k);
     s.metrics.evicted_entries.fetch_add(rep->keys.size(), std::memory_order_relaxed);
     s.metrics.evicted_bytes.fetch_add(rep->bytes, std::memory_order_relaxed);
   }
@@ -323,6 +324,7 @@ asio::awaitable<Response> verify(Services& s, Request& req) {
   auto rep = co_await run_blocking(s.pool, rep_job);
   if (!rep) co_return storage_failure(s, "verify", rep.error());
   s.metrics.verify_corrupt.fetch_add(rep->corrupt.size(), std::memory_order_relaxed);
+  for (const auto& k : rep->corrupt) s.hot.erase(k);
   co_return json_response(200, {{"checked", rep->checked}, {"corrupt", rep->corrupt}, {"removed", rep->removed}});
 }
 

@@ -48,6 +48,18 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
     if (!v) co_return error_response(400, "bad_query", "wait_ms must be a non-negative integer (milliseconds)");
     wait_ms = std::min(*v, s.config.max_wait_ms);
   }
+  if (auto hot = s.hot.get(key)) {
+    // A hot hit: answered here, on the strand. Now and then the backend
+    // reads it too (its LRU and hit count; and it may have dropped it).
+    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+    if (s.hot.needs_touch(key)) {
+      asio::post(s.pool, [&s, key] {
+        auto r = s.backend.get(key);
+        if (!r && (r.error().code == Errc::not_found || r.error().code == Errc::corrupt)) s.hot.erase(key);
+      });
+    }
+    co_return artifact_found(std::vector<std::uint8_t>(hot->begin(), hot->end()));
+  }
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(wait_ms);
   std::shared_ptr<Waiter> waiter;
@@ -72,6 +84,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   const bool waiting = waiter != nullptr;
   auto lookup_job = [&s, &key, waiting] {
     Lookup l{s.backend.get(key), std::nullopt};
+    if (l.got && s.hot.enabled()) s.hot.put(key, std::make_shared<const std::vector<std::uint8_t>>(l.got.value()));
     if (waiting && !l.got && l.got.error().code == Errc::not_found) l.lease_until = s.leases.live_until(key);
     return l;
   };
@@ -199,7 +212,11 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
 }
 
 asio::awaitable<Response> handle_delete(Services& s, const std::string& key) {
-  auto st_job = [&s, &key] { return s.backend.remove(key); };
+  auto st_job = [&s, &key] {
+    auto removed = s.backend.remove(key);
+    s.hot.erase(key);
+    return removed;
+  };
   auto st = co_await run_blocking(s.pool, st_job);
   if (!st) {
     if (st.error().code == Errc::not_found) co_return not_found(key);

@@ -161,6 +161,7 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM [10000]", {}},
       {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off [info]", {}},
       {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false [true]", {}},
+      {"hot-cache-bytes", "KCACHE_HOT_CACHE_BYTES", "memory for recently read artifacts (0: off; off with redis) [256M]", {}},
       {"tokens", "KCACHE_TOKENS", "file of `TOKEN ROLE` lines (roles: read, write, admin); enables bearer auth", {}},
       {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", {}},
       {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
@@ -267,6 +268,8 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       c.log_level = v;
     } else if (n == "access-log") {
       c.access_log = to_bool(n, v);
+    } else if (n == "hot-cache-bytes") {
+      c.hot_cache_bytes = to_size(n, v);
     } else if (n == "tokens") {
       c.tokens_file = v;
     } else if (n == "tls-cert") {

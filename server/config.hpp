@@ -75,6 +75,9 @@ struct ServerConfig {
   // mTLS: CA bundle (PEM) that client certificates must chain to; clients
   // without one are refused in the handshake. Needs tls_cert.
   std::string tls_client_ca;
+  // Memory for recently read artifacts, served without a storage call
+  // (server/hot_tier.hpp). 0 disables it; always off with redis:// storage.
+  std::uint64_t hot_cache_bytes = 256ull << 20;
   std::string log_level = "info";
   bool access_log = true;
 };

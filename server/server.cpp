@@ -65,6 +65,7 @@ struct Server::Impl {
   std::unique_ptr<LeaseTable> leases;
   Waiters waiters;
   std::unique_ptr<Landings> landings;  // after waiters: its subscriber thread notifies them
+  std::unique_ptr<HotTier> hot;
   Metrics metrics;
   std::unique_ptr<Authorizer> authorizer;
   std::unique_ptr<TrustedKeys> trusted_keys;
@@ -93,13 +94,17 @@ struct Server::Impl {
       leases = make_in_process_lease_table(config.lease_ttl_ms);
       landings = make_local_landings(waiters);
     }
+    {
+      const std::uint64_t budget = config.storage.rfind("redis://", 0) == 0 ? 0 : config.hot_cache_bytes;
+      hot = std::make_unique<HotTier>(budget, std::min<std::uint64_t>(16ull << 20, budget / 8));
+    }
     if (!config.tls_cert.empty()) {
       tls = startup(TlsContexts::load({config.tls_cert, config.tls_key, config.tls_client_ca}));
     }
     authorizer = startup(make_authorizer(
         {config.tokens_file, config.anonymous_read, config.insecure_allow_remote, tls && tls->requires_client_certs()}));
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
-    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, metrics, *authorizer,
+    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,
                                                    [this] { return connections.count(); }});
     auto ep = resolve(*ioc, config.listen_host, config.listen_port);

@@ -21,6 +21,7 @@
 
 #include "server/authorizer.hpp"
 #include "server/config.hpp"
+#include "server/hot_tier.hpp"
 #include "server/http_types.hpp"
 #include "server/landings.hpp"
 #include "server/lease_table.hpp"
@@ -37,7 +38,8 @@ struct Services {
   storage::Backend& backend;
   LeaseTable& leases;
   Waiters& waiters;
-  Landings& landings;  // wake waiters here and on other replicas (blocking: call on the pool)
+  Landings& landings;
+  HotTier& hot;  // recently read artifacts (disabled with redis:// storage)  // wake waiters here and on other replicas (blocking: call on the pool)
   Metrics& metrics;
   const Authorizer& authorizer;
   const TrustedKeys& trusted_keys;

@@ -33,7 +33,7 @@ from kcache import _core  # noqa: E402
 SIZES = [("1 KB", 1024), ("100 KB", 100 * 1024), ("4 MB", 4 * 1024 * 1024)]
 CONNS = [1, 32, 128]
 # Bundles per PUT run (each is PUT once): enough for a short run at these sizes.
-PUT_BUNDLES = {1024: 6000, 100 * 1024: 800, 4 * 1024 * 1024: 40}
+PUT_BUNDLES = {1024: 8000, 100 * 1024: 1000, 4 * 1024 * 1024: 160}
 
 
 def free_port() -> int:
@@ -60,9 +60,9 @@ def bundle(key: str, size: int) -> bytes:
 
 
 class Kcache:
-    def __init__(self, binary: str, storage: str, log: pathlib.Path, threads: int):
+    def __init__(self, binary: str, storage: str, log: pathlib.Path, threads: int, extra: list[str] | None = None):
         cmd = [binary, "--listen", "127.0.0.1:0", "--storage", storage, "--access-log", "false",
-               "--log-level", "warn", "--threads", str(threads)]
+               "--log-level", "warn", "--threads", str(threads), *(extra or [])]
         self.log = open(log, "wb")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log)
         line = self.proc.stdout.readline().decode()
@@ -177,6 +177,9 @@ def main() -> int:
         servers = {
             "disk": Kcache(a.server_bin, f"disk:{tmp}/disk", tmp / "disk.log", a.threads),
             "redis": Kcache(a.server_bin, f"redis://127.0.0.1:{rport}/0?pool=32", tmp / "redis.log", a.threads),
+            # The disk backend without the in-memory hot tier: every hit is a storage read on the pool.
+            "disk-nohot": Kcache(a.server_bin, f"disk:{tmp}/disk2", tmp / "disk2.log", a.threads,
+                                 ["--hot-cache-bytes", "0"]),
         }
         www = tmp / "www" / "v1" / "artifacts"
         www.mkdir(parents=True)
@@ -190,7 +193,8 @@ def main() -> int:
             keys[size] = (key, len(data))
         nport = free_port()
         procs.append(nginx_start(tmp, tmp / "www", nport, a.threads))
-        targets = {"nginx": nport, "disk": servers["disk"].port, "redis": servers["redis"].port}
+        targets = {"nginx": nport, "disk": servers["disk"].port, "disk-nohot": servers["disk-nohot"].port,
+                   "redis": servers["redis"].port}
         get_lua = HERE / "get.lua"
 
         # GET hits. Each target gets a 1 s warm-up per size (the disk backend
@@ -204,7 +208,7 @@ def main() -> int:
                     r = wrk(f"http://127.0.0.1:{port}/v1/artifacts/{key}", c, a.seconds, get_lua)
                     r["bundle_bytes"] = blen
                     results["get"][f"{t}|{size}|{c}"] = r
-                    print(f"GET {t:5} {name:6} c={c:<3} {r['rps']:>10,.0f} req/s p50 {fmt_ms(r['p50_us'])} ms "
+                    print(f"GET {t:10} {name:6} c={c:<3} {r['rps']:>10,.0f} req/s p50 {fmt_ms(r['p50_us'])} ms "
                           f"p99 {fmt_ms(r['p99_us'])} ms errors {r['errors']} non2xx {r['non2xx']}", flush=True)
 
         # redis-server itself, no pipelining.
@@ -228,7 +232,9 @@ def main() -> int:
                     index.append(k)
                 (d / "index").write_text("\n".join(index) + "\n")
                 for t in ("disk", "redis"):
-                    r = wrk(f"http://127.0.0.1:{targets[t]}/", c, a.put_seconds, put_lua, [str(d)])
+                    # 4 MB uploads take long enough that a short run would end with most still in flight.
+                    secs = a.put_seconds * (3 if size >= 4 << 20 else 1)
+                    r = wrk(f"http://127.0.0.1:{targets[t]}/", c, secs, put_lua, [str(d)])
                     results["put"][f"{t}|{size}|{c}"] = r
                     print(f"PUT {t:5} {name:6} c={c:<3} {r['rps']:>10,.0f} req/s p50 {fmt_ms(r['p50_us'])} ms "
                           f"p99 {fmt_ms(r['p99_us'])} ms stored {r['stored']} repeats {r['repeats']} "
@@ -267,7 +273,7 @@ def report(res: dict, a, elapsed: float) -> str:
         f"kcache-server with `--threads {a.threads}` and no access log; nginx with `worker_processes {a.threads}`, "
         "`sendfile on`, no access log, serving the very same bundle bytes as files under `/v1/artifacts/<key>`; "
         "redis-server with no persistence. Load from `wrk` (2 threads, or 1 at one connection; "
-        f"{a.seconds:g} s per GET run, {a.put_seconds:g} s per PUT run) on the same machine, so client and "
+        f"{a.seconds:g} s per GET run, {a.put_seconds:g} s per PUT run, three times that at 4 MB) on the same machine, so client and "
         "servers share the CPUs: compare within a row, not across machines. GET runs hit one hot key "
         "(after a 1 s warm-up); PUT runs upload a fresh bundle per request.",
         "",
@@ -283,16 +289,19 @@ def report(res: dict, a, elapsed: float) -> str:
         "req/s and p50 / p99 latency in ms. Ratios are kcache's request rate over the reference's.",
         "",
         "| size | conns | nginx req/s | nginx p50 / p99 | disk req/s | disk p50 / p99 | disk ÷ nginx | "
+        "disk, no hot tier req/s | p50 / p99 | ÷ nginx | "
         "redis-backend req/s | redis-backend p50 / p99 | redis-backend ÷ nginx | redis-backend ÷ redis-server GET |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, size in SIZES:
         for c in CONNS:
             n, d, r = get("nginx", size, c), get("disk", size, c), get("redis", size, c)
+            dn = get("disk-nohot", size, c)
             rg = rb[f"{size}|{c}"]["GET"]
             lines.append(
                 f"| {name} | {c} | {fmt_rps(n['rps'])} | {fmt_ms(n['p50_us'])} / {fmt_ms(n['p99_us'])} | "
                 f"{fmt_rps(d['rps'])} | {fmt_ms(d['p50_us'])} / {fmt_ms(d['p99_us'])} | {d['rps'] / n['rps']:.2f}x | "
+                f"{fmt_rps(dn['rps'])} | {fmt_ms(dn['p50_us'])} / {fmt_ms(dn['p99_us'])} | {dn['rps'] / n['rps']:.2f}x | "
                 f"{fmt_rps(r['rps'])} | {fmt_ms(r['p50_us'])} / {fmt_ms(r['p99_us'])} | {r['rps'] / n['rps']:.2f}x | "
                 f"{r['rps'] / rg['rps']:.2f}x |")
     errs = sum(v["errors"] + v["non2xx"] for v in g.values())

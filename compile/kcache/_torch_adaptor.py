@@ -317,6 +317,26 @@ def cpu_vec_isa() -> str:
     return str(picked) if picked else "novec"
 
 
+def isa_probe_binaries() -> dict[str, bytes]:
+    """The ISA probe libraries Inductor built in its cache directory.
+
+    pick_vec_isa() compiles a tiny *_chk_kernel program per candidate ISA
+    (about 10 s on 2 cores) once per Inductor cache directory, then runs
+    each to check this CPU. The binaries depend only on the compiler and
+    its flags, so kcache ships them: a fresh node then only runs the checks.
+    """
+    root = inductor_cache_dir()
+    found: dict[str, bytes] = {}
+    for so in root.glob("*/*.so"):
+        src = so.with_suffix(".cpp")
+        try:
+            if "_chk_kernel" in src.read_text(errors="replace"):
+                found[str(so.relative_to(root))] = so.read_bytes()
+        except OSError:
+            continue
+    return found
+
+
 def host_compiler() -> str:
     """Inductor's C++ compiler command (it honours CXX)."""
     from torch._inductor.cpp_builder import get_cpp_compiler

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from . import _core, bundle_io, verify_first_use
+from . import _core, bundle_io, isa_probes, verify_first_use
 from . import counters as stats
 from . import _torch_adaptor as adaptor
+from .region_key import device_type as _device_type
 from .region_key import region_key
 from .keyfields import CompileSettings
 
@@ -106,6 +107,8 @@ class RegionBackend:
             log.warning("kcache: region on %s not cached: ranks must see their GPU as "
                         "cuda:0 (CUDA_VISIBLE_DEVICES or torchrun --virtual-local-rank)", index)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
+        if _device_type(example_inputs) == "cpu":
+            isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
         key, explanation = self.key_for(gm, example_inputs)
         self.last_key = key
         _keys_seen.append(key)

@@ -83,6 +83,10 @@ def _native_target_flags(cxx: str) -> str:
     return hashlib.sha256(repr(lines).encode()).hexdigest()[:16]
 
 
+def native_target_flags() -> str:
+    return _native_target_flags(adaptor.host_compiler())
+
+
 def target_field(device_type: str = "cpu") -> str:
     override = os.environ.get("KCACHE_TARGET")
     if override:
@@ -91,7 +95,7 @@ def target_field(device_type: str = "cpu") -> str:
         major, minor = torch.cuda.get_device_capability()
         return f"cuda:sm_{major}{minor}"
     return _canon({"device": "cpu", "isa": adaptor.cpu_vec_isa(),
-                   "march_native": _native_target_flags(adaptor.host_compiler()),
+                   "march_native": native_target_flags(),
                    "threads": torch.get_num_threads()})
 
 

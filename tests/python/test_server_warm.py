@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from kc_testing import PYTHON, REPO, ServerProcess, python_env
-from test_cold_warm import _is_region_compile
+from test_cold_warm import _is_build, _is_region_compile
 
 LAYERS = 12
 
@@ -28,6 +28,7 @@ def run_job(tmp_path, cxx, name, url):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     lines = log.read_text().splitlines() if log.exists() else []
     result["region_compiles"] = [l for l in lines if _is_region_compile(l)]
+    result["builds"] = [l for l in lines if _is_build(l)]
     return result
 
 
@@ -41,7 +42,7 @@ def test_twelve_block_gpt2_warm_from_the_server(tmp_path, cxx_wrapper):
         # compiled once and reused 11 times in-process.
         assert k["reuses"] >= LAYERS - 1
         assert k["compiles"] == k["misses"] <= 8
-        assert k["client"]["uploads"] == k["compiles"]
+        assert k["client"]["uploads"] == k["compiles"] + 1  # + the ISA probes entry
         after_cold = server.metrics()
 
         warm = run_job(tmp_path, cxx_wrapper, "warm", server.url)
@@ -57,6 +58,7 @@ def test_twelve_block_gpt2_warm_from_the_server(tmp_path, cxx_wrapper):
         assert warm["aot_autograd"].get("autograd_cache_miss", 0) == never_saved
         # The host compiler built none of the model's kernels.
         assert warm["region_compiles"] == []
+        assert warm["builds"] == []  # not even Inductor's ISA probes (shipped by kcache)
         # The server saw the hits.
         after_warm = server.metrics()
         assert after_warm["kcache_cache_hits_total"] - after_cold["kcache_cache_hits_total"] >= k["compiles"]

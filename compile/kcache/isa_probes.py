@@ -1,0 +1,70 @@
+"""Inductor's CPU ISA probe binaries, shared through the cache.
+
+A fresh Inductor cache directory (a new node, a container) makes Inductor
+compile one probe program per candidate vector ISA before it can pick one:
+about 10 s on 2 cores, more than restoring a whole model's regions. The
+probes depend only on the host compiler and its flags, so they are stored
+as one more cache entry, keyed by the toolchain, the compiler's resolution
+of -march=native and the environment — never by the ISA, which is what the
+probes decide. Restoring them leaves Inductor only the checks themselves
+(running each probe on this CPU), so a wrong CPU still cannot pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from . import _core, keyfields
+from . import _torch_adaptor as adaptor
+from .env_table import env_field
+
+log = logging.getLogger("kcache")
+_done = False
+_lock = threading.Lock()
+
+REGION = "kcache:inductor-isa-probes-v1"
+
+
+def probe_key() -> tuple[str, str]:
+    fields = {
+        "region": REGION,
+        "dtype": "-",
+        "target": json.dumps({"cxx": keyfields.compiler_identity(),
+                              "march_native": keyfields.native_target_flags()}, sort_keys=True),
+        "mode": "-",
+        "toolchain": keyfields.toolchain_field(),
+        "env": env_field(),
+    }
+    raw = {k: v.encode() for k, v in fields.items()}
+    return _core.compute_key(raw), _core.explain_key(raw, "inductor-isa-probes/cpu/-/-/-")
+
+
+def _build(key: str, explanation: str) -> bytes:
+    adaptor.cpu_vec_isa()  # compiles (and checks) the probes
+    cap = adaptor.Capture()
+    cap.binaries = adaptor.isa_probe_binaries()
+    from . import bundle_io
+
+    return bundle_io.pack(key, explanation, cap, 0.0)
+
+
+def ensure(store) -> None:
+    """Restores (or builds and shares) the probes once per process, before
+    anything asks Inductor for its vector ISA. Never fails the job."""
+    global _done
+    with _lock:
+        if _done:
+            return
+        _done = True
+        try:
+            key, explanation = probe_key()
+            data, source = store.get_or_compile(key, lambda: _build(key, explanation), explanation)
+            if source in ("node", "server"):
+                from . import bundle_io
+
+                bundle = bundle_io.unpack(data, key)
+                adaptor.restore_region(b"", bundle.binaries)
+        except (_core.KcacheError, OSError, ValueError) as e:
+            log.warning("kcache: ISA probes not shared (%s); Inductor builds its own", e)
