@@ -11,17 +11,6 @@ namespace kcache::python {
 
 namespace {
 
-std::span<const std::uint8_t> as_span(const py::bytes& b) {
-  char* data = nullptr;
-  Py_ssize_t size = 0;
-  PyBytes_AsStringAndSize(b.ptr(), &data, &size);
-  return {reinterpret_cast<const std::uint8_t*>(data), static_cast<std::size_t>(size)};
-}
-
-py::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
 nlohmann::json parse_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) raise_error(make_error(Errc::invalid_argument, "manifest is not JSON"));
@@ -43,7 +32,7 @@ void bind_artifact(py::module_& m) {
          std::optional<std::string> signing_key_pem, int zstd_level) {
         std::vector<artifact::Section> secs;
         for (const auto& [name, data] : sections) {
-          auto s = as_span(data);
+          auto s = bytes_span(data);
           secs.push_back({name, {s.begin(), s.end()}});
         }
         auto j = parse_json(manifest);
@@ -68,7 +57,7 @@ void bind_artifact(py::module_& m) {
         opts.expected_key = std::move(expected_key);
         opts.trust = trusted_keys.empty() && !require_signature ? nullptr : &trust;
         opts.require_signature = require_signature;
-        auto span = as_span(data);
+        auto span = bytes_span(data);
         Result<artifact::Bundle> r = make_error(Errc::internal, "unset");
         {
           py::gil_scoped_release release;
@@ -85,7 +74,7 @@ void bind_artifact(py::module_& m) {
   m.def(
       "inspect_bundle",
       [](const py::bytes& data) {
-        auto s = unwrap(artifact::inspect_bundle(as_span(data)));
+        auto s = unwrap(artifact::inspect_bundle(bytes_span(data)));
         py::list sections;
         for (const auto& sec : s.sections) {
           sections.append(py::make_tuple(sec.name, sec.compressed_bytes, sec.uncompressed_bytes));
@@ -102,7 +91,7 @@ void bind_artifact(py::module_& m) {
       "A new Ed25519 key pair as (private PEM, public PEM).");
   m.def(
       "cubin_sm_arch",
-      [](const py::bytes& data) { return unwrap(artifact::read_cubin_arch(as_span(data))).sm; },
+      [](const py::bytes& data) { return unwrap(artifact::read_cubin_arch(bytes_span(data))).sm; },
       py::arg("data"), "The SM number (80, 90, …) of a CUDA cubin.");
 }
 

@@ -14,17 +14,6 @@ namespace kcache::python {
 
 namespace {
 
-std::span<const std::uint8_t> bytes_span(const py::bytes& b) {
-  char* data = nullptr;
-  Py_ssize_t size = 0;
-  PyBytes_AsStringAndSize(b.ptr(), &data, &size);
-  return {reinterpret_cast<const std::uint8_t*>(data), static_cast<std::size_t>(size)};
-}
-
-py::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-  return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
 py::dict stats_dict(const ClientStats& s) {
   py::dict d;
   py::dict hits;

@@ -87,26 +87,25 @@ def native_target_flags() -> str:
     return _native_target_flags(adaptor.host_compiler())
 
 
-def target_field(device_type: str = "cpu") -> str:
+def _fixed_target(device_type: str) -> str | None:
+    """KCACHE_TARGET, or the GPU arch (never the device index)."""
     override = os.environ.get("KCACHE_TARGET")
     if override:
         return override
     if device_type == "cuda":
         major, minor = torch.cuda.get_device_capability()
         return f"cuda:sm_{major}{minor}"
-    return _canon({"device": "cpu", "isa": adaptor.cpu_vec_isa(),
-                   "march_native": native_target_flags(),
-                   "threads": torch.get_num_threads()})
+    return None
+
+
+def target_field(device_type: str = "cpu") -> str:
+    return _fixed_target(device_type) or _canon({
+        "device": "cpu", "isa": adaptor.cpu_vec_isa(), "march_native": native_target_flags(),
+        "threads": torch.get_num_threads()})
 
 
 def short_target(device_type: str = "cpu") -> str:
-    override = os.environ.get("KCACHE_TARGET")
-    if override:
-        return override
-    if device_type == "cuda":
-        major, minor = torch.cuda.get_device_capability()
-        return f"cuda:sm_{major}{minor}"
-    return f"cpu:{adaptor.cpu_vec_isa().split()[0]}"
+    return _fixed_target(device_type) or f"cpu:{adaptor.cpu_vec_isa().split()[0]}"
 
 
 def mode_field(settings: CompileSettings, training: bool) -> str:
