@@ -58,7 +58,9 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
         if (!r && (r.error().code == Errc::not_found || r.error().code == Errc::corrupt)) s.hot.erase(key);
       });
     }
-    co_return artifact_found(std::vector<std::uint8_t>(hot->begin(), hot->end()));
+    Response r = artifact_found({});
+    r.shared_body = std::move(hot);
+    co_return r;
   }
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(wait_ms);
@@ -80,11 +82,16 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   struct Lookup {
     Result<std::vector<std::uint8_t>> got;
     std::optional<Clock::time_point> lease_until;  // looked up only on a miss while waiting
+    std::shared_ptr<const std::vector<std::uint8_t>> shared;  // the bytes, when they went to the hot tier
   };
   const bool waiting = waiter != nullptr;
   auto lookup_job = [&s, &key, waiting] {
-    Lookup l{s.backend.get(key), std::nullopt};
-    if (l.got && s.hot.enabled()) s.hot.put(key, std::make_shared<const std::vector<std::uint8_t>>(l.got.value()));
+    Lookup l{s.backend.get(key), std::nullopt, nullptr};
+    if (l.got && s.hot.enabled()) {
+      // Move the bytes into the tier and answer from the same buffer.
+      l.shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(l.got.value()));
+      s.hot.put(key, l.shared);
+    }
     if (waiting && !l.got && l.got.error().code == Errc::not_found) l.lease_until = s.leases.live_until(key);
     return l;
   };
@@ -94,7 +101,8 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
     if (got) {
       s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       if (waited) s.metrics.waits_fulfilled.fetch_add(1, std::memory_order_relaxed);
-      Response r = artifact_found(std::move(got.value()));
+      Response r = artifact_found(lookup.shared ? std::vector<std::uint8_t>{} : std::move(got.value()));
+      r.shared_body = std::move(lookup.shared);
       if (waited) {
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
         r.set("X-Kcache-Waited-Ms", std::to_string(ms));

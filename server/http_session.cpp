@@ -27,7 +27,32 @@ using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 using Body = http::vector_body<std::uint8_t>;
-using BeastResponse = http::response<Body>;
+using VectorResponse = http::response<Body>;
+
+// A response body shared, not owned: the bytes stay alive through the
+// shared_ptr while the write runs, and are never copied (a Beast Body).
+struct SharedBody {
+  using value_type = std::shared_ptr<const std::vector<std::uint8_t>>;
+  static std::uint64_t size(const value_type& v) { return v ? v->size() : 0; }
+  class writer {
+   public:
+    using const_buffers_type = asio::const_buffer;
+    template <bool isRequest, class Fields>
+    writer(const http::header<isRequest, Fields>&, const value_type& body) : body_(body) {}
+    void init(beast::error_code& ec) { ec = {}; }
+    boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+      ec = {};
+      if (done_ || size(body_) == 0) return boost::none;
+      done_ = true;
+      return {{const_buffers_type(body_->data(), body_->size()), false}};
+    }
+
+   private:
+    const value_type& body_;
+    bool done_ = false;
+  };
+};
+using BeastResponse = http::response<SharedBody>;
 
 std::atomic<std::uint64_t> g_request_ids{0};
 
@@ -54,11 +79,13 @@ BeastResponse to_beast(Response&& r, unsigned version, bool head, bool keep_aliv
   res.set(http::field::server, "kcache/0.1");
   res.set("X-Kcache-Request-Id", std::to_string(request_id));
   for (auto& [k, v] : r.headers) res.insert(k, v);
+  const std::uint64_t length = r.shared_body ? r.shared_body->size() : r.body.size();
   if (head) {
-    res.content_length(r.head_length ? *r.head_length : r.body.size());
+    res.content_length(r.head_length ? *r.head_length : length);
   } else {
-    res.body() = std::move(r.body);
-    res.prepare_payload();
+    res.body() = r.shared_body ? std::move(r.shared_body)
+                               : std::make_shared<const std::vector<std::uint8_t>>(std::move(r.body));
+    res.content_length(length);
   }
   res.keep_alive(keep_alive);
   return res;
@@ -139,7 +166,7 @@ asio::awaitable<bool> Session<Stream>::respond(Response& r, const Request& req, 
   const std::string route = r.route.empty() ? "unmatched" : r.route;
   const std::string key = r.key;
   auto res = to_beast(std::move(r), version, head, keep_alive, req.id);
-  const std::uint64_t bytes_out = head ? 0 : res.body().size();
+  const std::uint64_t bytes_out = head ? 0 : SharedBody::size(res.body());
   beast::error_code ec;
   lowest().expires_after(transfer_deadline(s_.config, bytes_out));
   co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
@@ -200,11 +227,13 @@ asio::awaitable<bool> Session<Stream>::handshake() {
   } else {
     beast::error_code ec;
     lowest().expires_after(std::chrono::milliseconds(s_.config.read_timeout_ms));
+    idle_ = true;  // nothing asked yet: a drain may close it
     const bool is_tls =
         co_await beast::async_detect_ssl(lowest(), buffer_, asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return false;
+    idle_ = false;
+    if (ec || s_.draining.load()) co_return false;
     if (!is_tls) {
-      BeastResponse res{http::status::bad_request, 11};
+      VectorResponse res{http::status::bad_request, 11};
       res.set(http::field::server, "kcache/0.1");
       res.set(http::field::content_type, "application/json");
       std::string body =
@@ -354,7 +383,7 @@ asio::awaitable<void> Session<Stream>::serve() {
 }
 
 asio::awaitable<void> reject(beast::tcp_stream stream) {
-  BeastResponse res{http::status::service_unavailable, 11};
+  VectorResponse res{http::status::service_unavailable, 11};
   res.set(http::field::server, "kcache/0.1");
   res.set(http::field::retry_after, "1");
   res.set(http::field::content_type, "application/json");

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,9 @@ struct Response {
   int status = 200;
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Length
   std::vector<std::uint8_t> body;
+  // When set, sent instead of `body` without copying it (hot-tier hits share
+  // the cached bytes with every response in flight).
+  std::shared_ptr<const std::vector<std::uint8_t>> shared_body;
   // HEAD: the Content-Length to announce for the GET this stands for; the
   // body stays empty.
   std::optional<std::uint64_t> head_length;

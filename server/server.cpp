@@ -146,7 +146,13 @@ struct Server::Impl {
       socket.set_option(tcp::no_delay(true), opt_ec);
       metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
       if (connections.count() >= config.max_connections) {
-        reject_connection(std::move(socket), *services);
+        if (tls) {
+          // A plain-text 503 would be noise to a TLS client; close instead.
+          metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+          socket.close(opt_ec);
+        } else {
+          reject_connection(std::move(socket), *services);
+        }
         continue;
       }
       start_session(std::move(socket), *services, connections, tls ? tls->current() : nullptr);

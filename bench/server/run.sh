@@ -5,6 +5,8 @@
 # one run of about five minutes. Writes bench/server/REPORT.md.
 #
 # Usage: bench/server/run.sh [path/to/kcache-server] [extra bench.py options]
+# Measure an optimized build (cmake -DCMAKE_BUILD_TYPE=Release): an
+# unoptimized server is several times slower and the ratios mean nothing.
 # Needs: wrk, nginx (nginx-light), redis-server, redis-benchmark — Debian:
 #   apt-get install -y wrk nginx-light redis-server
 set -euo pipefail
