@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/bundle.hpp"
+#include "server/parse_uint.hpp"
 #include "server/bundle_check.hpp"
 #include "server/services.hpp"
 
@@ -28,16 +29,6 @@ json entry_json(const storage::Entry& e) {
           {"dtype", e.meta.dtype},
           {"toolchain", e.meta.toolchain},
           {"compile_ms", e.meta.compile_ms}};
-}
-
-std::optional<std::uint64_t> parse_uint(const std::string& s) {
-  if (s.empty() || s.size() > 12) return std::nullopt;
-  std::uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return v;
 }
 
 Gauges sample_gauges(Services& s, const Result<storage::Usage>& u, const LeaseCounters& leases) {

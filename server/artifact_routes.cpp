@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/parse_uint.hpp"
 #include "server/bundle_check.hpp"
 #include "server/services.hpp"
 
@@ -15,16 +16,6 @@ namespace kcache::server {
 namespace asio = boost::asio;
 
 namespace {
-
-std::optional<std::uint64_t> parse_uint(const std::string& s) {
-  if (s.empty() || s.size() > 12) return std::nullopt;
-  std::uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return v;
-}
 
 Response artifact_found(std::vector<std::uint8_t> bytes) {
   Response r;
