@@ -119,7 +119,7 @@ def test_threads_sharing_a_node_dir_get_it_from_the_node(server, client_for):
 
 
 def test_processes_cold_start_compile_once_per_key(server, tmp_path):
-    """8 processes on 2 "nodes" start together on 3 missing keys; the
+    """16 processes on 4 "nodes" start together on 3 missing keys; the
     callback's subprocess counts compiles. Then a second wave on the same
     nodes downloads nothing from the server."""
     keys = [new_key() for _ in range(3)]
@@ -127,9 +127,9 @@ def test_processes_cold_start_compile_once_per_key(server, tmp_path):
 
     def wave(tag):
         procs = []
-        for i in range(8):
+        for i in range(16):
             out = tmp_path / f"{tag}-{i}.json"
-            node = tmp_path / f"node-{i % 2}"
+            node = tmp_path / f"node-{i % 4}"
             order = keys[i % 3:] + keys[:i % 3]  # ranks start on different keys
             procs.append((subprocess.Popen([sys.executable, str(HERE / "client_worker.py"), server.url, str(node),
                                             str(counter), str(out), *order], env=clean_env()), out))
