@@ -9,6 +9,9 @@ cd "$root"
 build=${BUILD_DIR:-build/dev}
 jobs=${JOBS:-2}
 py="$root/.venv/bin/python"
+# ccache: hash paths relative to the checkout, so a fresh clone (CI) reuses
+# the objects an earlier checkout built.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
 args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON)
 if [[ ${SANITIZE:-0} == 1 ]]; then

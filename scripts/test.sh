@@ -23,6 +23,8 @@ report() {
 }
 trap report EXIT
 
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+
 packaging_check() {
   # `pip install .` in a fresh venv builds and imports kcache, and importing
   # it does not import torch.
