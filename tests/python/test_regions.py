@@ -65,3 +65,11 @@ def test_compile_regions_matches_accelerate_structure():
     assert ours.transformer.h[0]._orig_mod is model.transformer.h[0]
     assert ours.transformer.h[1].__class__.__name__ == "OptimizedModule"
     assert all(a is b for a, b in zip(ours.parameters(), model.parameters()))
+
+
+def test_model_without_repeated_blocks_is_compiled_whole():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    compiled = kcache.compile_regions(model)
+    assert type(compiled).__name__ == "OptimizedModule"
+    assert compiled._orig_mod is model
+    assert find_regions(model) == []
