@@ -86,7 +86,11 @@ class Server:
         self.data = tmp / "data"
         self.log_path = tmp / "server.log"
         cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage or f"disk:{self.data}",
-               "--drain-timeout-ms", "2000", *(args or [])]
+               "--drain-timeout-ms", "2000",
+               # Exact per-entry hit counts: the hot tier reads through
+               # storage at most once a second (docs/protocol.md), so with it
+               # on, three quick GETs count as one storage hit.
+               "--hot-cache-bytes", "0", *(args or [])]
         env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
