@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "compile"))
 
 from kcache import _core  # noqa: E402
 

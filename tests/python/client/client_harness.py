@@ -21,7 +21,6 @@ import time
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "compile"))
 
 from kcache import _core  # noqa: E402
 
@@ -51,7 +50,6 @@ def make_bundle(key: str, payload: bytes | None = None, compile_seconds: float =
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment without any KCACHE_* variable, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "compile"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.update(extra)
     return env
 

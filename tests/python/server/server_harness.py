@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "compile"))
 
 from kcache import _core  # noqa: E402
 
