@@ -79,21 +79,18 @@ def test_same_block_inside_two_different_models():
         assert key(block, args, kwargs) == gpt2_block_key(0, lm)
 
 
+def layer_keys(model, blocks: str) -> set[str]:
+    keys = set()
+    for i in range(len(model.get_submodule(blocks))):
+        block, (args, kwargs) = block_call(model, f"{blocks}.{i}", zoo.ids())
+        with torch.no_grad():
+            keys.add(key(block, args, kwargs))
+    return keys
+
+
 def test_llama_and_bert_layers_key_alike_across_layers():
-    m = zoo.llama(layers=3)
-    keys = set()
-    for i in range(3):
-        block, (args, kwargs) = block_call(m, f"model.layers.{i}", zoo.ids())
-        with torch.no_grad():
-            keys.add(key(block, args, kwargs))
-    assert len(keys) == 1
-    b = zoo.bert(layers=2)
-    keys = set()
-    for i in range(2):
-        block, (args, kwargs) = block_call(b, f"encoder.layer.{i}", zoo.ids())
-        with torch.no_grad():
-            keys.add(key(block, args, kwargs))
-    assert len(keys) == 1
+    assert len(layer_keys(zoo.llama(layers=3), "model.layers")) == 1
+    assert len(layer_keys(zoo.bert(layers=2), "encoder.layer")) == 1
 
 
 BASE = None
