@@ -160,9 +160,13 @@ def rewrite_fx_entries(mega_cache: bytes, transform) -> bytes:
 # Config entries that bound how often Dynamo recompiles, not what any
 # compile produces: kcache raises them (ensure_recompile_limit) and they
 # must not split keys.
+# Also neutral: where torch is installed and where debug output goes
+# (absolute paths: they differ between checkouts and ranks, and a key that
+# holds them misses for no reason), and the compiler's path (its identity,
+# from its version output, is in the toolchain field).
 _NEUTRAL_CONFIG = frozenset({
     "recompile_limit", "accumulated_recompile_limit", "cache_size_limit",
-    "accumulated_cache_size_limit",
+    "accumulated_cache_size_limit", "base_dir", "debug_dir_root", "cpp.cxx",
 })
 
 

@@ -205,3 +205,17 @@ def test_data_dependent_control_flow_gives_graph_pieces_not_a_crash():
 def test_a_forward_that_raises_raises_the_same_error():
     with pytest.raises(ValueError, match="this block is broken"):
         key_of_module(zoo.Raises(), torch.randn(2))
+
+
+def test_config_hash_holds_no_paths():
+    """Where torch is installed, where debug output goes and the compiler's
+    path differ between checkouts and ranks: they must not split keys
+    (found when golden keys differed between two clones)."""
+    from kcache import _torch_adaptor as adaptor
+
+    before = adaptor.config_fingerprint()
+    with torch._dynamo.config.patch(base_dir="/elsewhere", debug_dir_root="/other/debug"), \
+            torch._inductor.config.patch({"cpp.cxx": (None, "/opt/other/g++")}):
+        assert adaptor.config_fingerprint() == before
+    with torch._inductor.config.patch(max_autotune=True):
+        assert adaptor.config_fingerprint() != before  # code-relevant entries still count
