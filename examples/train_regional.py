@@ -85,6 +85,10 @@ def main() -> None:
         "aot_autograd": c.get("aot_autograd", {}),
         "kcache": kcache.stats() if args.compiler == "kcache" else {},
         "pid": os.getpid(),
+        # What decides the generated code's float order, for a report that
+        # compares two runs: the vector ISA Inductor picked and the threads.
+        "vec_isa": adaptor.cpu_vec_isa() if args.compiler != "eager" else None,
+        "threads": torch.get_num_threads(),
     }))
 
 

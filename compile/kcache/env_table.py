@@ -77,7 +77,7 @@ NEUTRAL = frozenset({
 RELEVANT_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCHDYNAMO_", "TORCH_DYNAMO_",
                      "AOT_INDUCTOR_", "AOTINDUCTOR_", "TRITON_", "TORCH_", "INDUCTOR_")
 # Families that cannot change generated code: libraries' own switches, debug dumps.
-NEUTRAL_PREFIXES = ("KCACHE_", "PYTEST_", "SYMPY_", "MPMATH_", "NETWORKX_", "_NETWORKX", "NUMPY_", "PYTHON",
+NEUTRAL_PREFIXES = ("KCACHE_", "CCACHE_", "PYTEST_", "SYMPY_", "MPMATH_", "NETWORKX_", "_NETWORKX", "NUMPY_", "PYTHON",
                     "_PYTHON", "PIP_", "SSL_", "FX_GRAPH_SHOW_", "FX_NET_ACC_", "PYTORCH_JIT",
                     "COMPILE_STROBELIGHT_", "INDUCTOR_ORIG_FX_", "INDUCTOR_POST_FUSION_",
                     "INDUCTOR_DOT_", "INDUCTOR_LOG_", "INDUCTOR_WRITE_", "INDUCTOR_CK_",

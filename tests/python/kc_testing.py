@@ -34,8 +34,14 @@ def cxx_wrapper(tmp_path):
     return wrapper, log
 
 
+# The environment before any test imported torch: torch sets variables in
+# this process (TORCHINDUCTOR_CACHE_DIR, an address for autocast) that must
+# not leak into the child processes tests start.
+_BASE_ENV = dict(os.environ)
+
+
 def python_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
+    env = dict(_BASE_ENV)
     env["PYTHONFAULTHANDLER"] = "1"  # a crash in a child prints its Python stack
     env.update(extra)
     return env

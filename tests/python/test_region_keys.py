@@ -219,3 +219,21 @@ def test_config_hash_holds_no_paths():
         assert adaptor.config_fingerprint() == before
     with torch._inductor.config.patch(max_autotune=True):
         assert adaptor.config_fingerprint() != before  # code-relevant entries still count
+
+
+def test_ci_variable_does_not_split_keys():
+    """CI runners set CI=1, which torch reads into a functorch config entry
+    (error vs warning on custom-op aliasing): keys must not move with it."""
+    code = ("import torch, json, sys; sys.path.insert(0, sys.argv[1]); import zoo; "
+            "from kcache.region_key import key_of_module; torch.manual_seed(0); "
+            "print(json.dumps(key_of_module(zoo.MLP(), torch.randn(2, 16))))")
+    keys = []
+    for ci in ("", "1"):
+        env = {k: v for k, v in python_env().items() if k != "CI"}
+        if ci:
+            env["CI"] = ci
+        out = subprocess.run([PYTHON, "-c", code, str(REPO / "tests" / "models")], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        keys.append(out.stdout.strip().splitlines()[-1])
+    assert keys[0] == keys[1]
