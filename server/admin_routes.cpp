@@ -125,6 +125,11 @@ asio::awaitable<Response> stats(Services& s) {
     return out;
   };
   std::uint64_t hits = load(m.hits), misses = load(m.misses);
+  json resp = json::object();  // RESP endpoint: per cache type, "<command>_<result>" counts
+  for (const auto& [k, v] : m.resp_commands()) {
+    const auto& [cmd, type, result] = k;
+    resp[type][cmd + "_" + result] = v;
+  }
   json body = {
       {"uptime_s", m.uptime_seconds()},
       {"backend", s.backend.name()},
@@ -151,6 +156,7 @@ asio::awaitable<Response> stats(Services& s) {
       {"by_target", breakdown(scan.by_target, m.stored_by_target())},
       {"by_mode", breakdown(scan.by_mode, m.stored_by_mode())},
       {"breakdown_truncated", scan.truncated},
+      {"resp", resp},
   };
   co_return json_response(200, body);
 }

@@ -166,6 +166,12 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", {}},
       {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
       {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", {}},
+      {"resp-listen", "KCACHE_RESP_LISTEN", "HOST:PORT of the RESP (Redis protocol) endpoint; off when unset", {}},
+      {"resp-max-value-bytes", "KCACHE_RESP_MAX_VALUE_BYTES", "largest value a RESP SET accepts [512M]", {}},
+      {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
+       "RESP single-flight: how long a GET miss holds a key for its compiler (0: off) [60000]", {}},
+      {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
+       "RESP key prefixes with single-flight, comma-separated [pt2:fx-graph,triton:]", {}},
   };
   // Boolean switches: command line flag, environment, config-file key.
   struct Flag {
@@ -278,6 +284,25 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       c.tls_key = v;
     } else if (n == "tls-client-ca") {
       c.tls_client_ca = v;
+    } else if (n == "resp-listen") {
+      auto hp = parse_host_port(v);
+      if (!hp) throw ConfigError("--resp-listen: want HOST:PORT, got '" + v + "'");
+      c.resp_listen_host = hp->first;
+      c.resp_listen_port = hp->second;
+      c.resp_enabled = true;
+    } else if (n == "resp-max-value-bytes") {
+      c.resp_max_value_bytes = to_size(n, v);
+      if (c.resp_max_value_bytes == 0 || c.resp_max_value_bytes > (512ull << 20)) {
+        throw ConfigError("--resp-max-value-bytes: between 1 and 512M (Redis's own limit)");
+      }
+    } else if (n == "resp-flight-window-ms") {
+      c.resp_flight_window_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "resp-flight-prefixes") {
+      c.resp_flight_prefixes.clear();
+      std::stringstream list(v);
+      for (std::string item; std::getline(list, item, ',');) {
+        if (!trim(item).empty()) c.resp_flight_prefixes.push_back(trim(item));
+      }
     }
   }
   for (const auto& f : flags) {

@@ -80,6 +80,17 @@ struct ServerConfig {
   std::uint64_t hot_cache_bytes = 256ull << 20;
   std::string log_level = "info";
   bool access_log = true;
+  // RESP endpoint (server/resp_session.hpp, docs/protocol.md "RESP"): off
+  // unless --resp-listen is given. Same auth, storage, limits and metrics.
+  bool resp_enabled = false;
+  std::string resp_listen_host = "127.0.0.1";
+  std::uint16_t resp_listen_port = 6380;
+  std::uint64_t resp_max_value_bytes = 512ull << 20;
+  // Implicit single-flight: a GET miss on a key with one of these prefixes
+  // makes the caller its compiler for this long; other GETs of the key wait
+  // for its SET (0: off).
+  std::uint64_t resp_flight_window_ms = 60'000;
+  std::vector<std::string> resp_flight_prefixes = {"pt2:fx-graph", "triton:"};
 };
 
 // Parses argv, the environment and the optional config file. Throws

@@ -112,6 +112,16 @@ std::map<std::string, Metrics::Breakdown> Metrics::stored_by_mode() const {
   return by_mode_;
 }
 
+void Metrics::resp_command(std::string_view command, std::string_view type, std::string_view result) {
+  std::lock_guard lock(mu_);
+  ++resp_[{std::string(command), std::string(type), std::string(result)}];
+}
+
+std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> Metrics::resp_commands() const {
+  std::lock_guard lock(mu_);
+  return resp_;
+}
+
 double Metrics::uptime_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
@@ -149,6 +159,13 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
     family(out, "kcache_stored_by_target_total", "counter", "Uploads stored by this process, by target.");
     for (const auto& [t, b] : by_target_) {
       out += "kcache_stored_by_target_total{target=\"" + prometheus_escape(t) + "\"} " + std::to_string(b.stored) + "\n";
+    }
+    family(out, "kcache_resp_commands_total", "counter",
+           "RESP key commands, by command, the key's cache type and the result.");
+    for (const auto& [k, v] : resp_) {
+      const auto& [cmd, type, result] = k;
+      out += "kcache_resp_commands_total{command=\"" + prometheus_escape(cmd) + "\",type=\"" + prometheus_escape(type) +
+             "\",result=\"" + prometheus_escape(result) + "\"} " + std::to_string(v) + "\n";
     }
     family(out, "kcache_stored_by_mode_total", "counter", "Uploads stored by this process, by mode.");
     for (const auto& [m, b] : by_mode_) {

@@ -44,6 +44,11 @@ class Metrics {
   void storage_error(std::string_view op);
   // A stored upload's metadata, for the per-target and per-mode breakdown.
   void stored(const std::string& target, const std::string& mode, std::uint64_t bytes);
+  // One RESP command on a key: command ("get", "set", …), the key's cache
+  // type (server/resp_keyspace.hpp) and its result ("hit", "miss",
+  // "stored", "waited_hit", "waited_miss", "compiler", …).
+  void resp_command(std::string_view command, std::string_view type, std::string_view result);
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_commands() const;
 
   std::atomic<std::uint64_t> hits{0};
   std::atomic<std::uint64_t> misses{0};
@@ -90,6 +95,7 @@ class Metrics {
   std::map<std::string, std::uint64_t> storage_errors_;                          // GUARDED_BY(mu_)
   std::map<std::string, Breakdown> by_target_;                                   // GUARDED_BY(mu_)
   std::map<std::string, Breakdown> by_mode_;                                     // GUARDED_BY(mu_)
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_;  // GUARDED_BY(mu_)
 };
 
 // Escapes a Prometheus label value (backslash, double quote, newline).

@@ -17,6 +17,7 @@
 #include "server/connections.hpp"
 #include "server/http_session.hpp"
 #include "server/redis_replicas.hpp"
+#include "server/resp_session.hpp"
 #include "server/services.hpp"
 #include "server/tls_context.hpp"
 #include "server/trusted_keys.hpp"
@@ -76,6 +77,8 @@ struct Server::Impl {
   std::unique_ptr<Services> services;
   std::unique_ptr<asio::io_context> ioc;
   std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<resp::RespShared> resp_shared;  // null: no RESP endpoint
+  std::unique_ptr<tcp::acceptor> resp_acceptor;
   std::unique_ptr<asio::signal_set> signals;
   std::unique_ptr<asio::signal_set> hangup;
 
@@ -117,13 +120,54 @@ struct Server::Impl {
     if (!ep.address().is_loopback() && !config.tokens_file.empty() && !tls) {
       spdlog::warn("bearer tokens on a non-loopback address without TLS: anyone on the path can read them");
     }
-    acceptor = std::make_unique<tcp::acceptor>(*ioc);
+    acceptor = open_acceptor(ep, config.listen_host, config.listen_port);
+    if (config.resp_enabled) {
+      auto rep = resolve(*ioc, config.resp_listen_host, config.resp_listen_port);
+      if (!rep.address().is_loopback() && !authenticated && !config.insecure_allow_remote) {
+        throw ConfigError("refusing the RESP endpoint on non-loopback address " + rep.address().to_string() +
+                          " without --tokens; pass --insecure-allow-remote to force it");
+      }
+      resp_shared = std::make_unique<resp::RespShared>(
+          *services, make_in_process_lease_table(std::max<std::uint64_t>(config.resp_flight_window_ms, 100)));
+      resp_shared->limits.max_bulk_bytes = std::min(config.resp_max_value_bytes, config.max_body_bytes);
+      resp_acceptor = open_acceptor(rep, config.resp_listen_host, config.resp_listen_port);
+    }
+  }
+
+  std::unique_ptr<tcp::acceptor> open_acceptor(const tcp::endpoint& ep, const std::string& host, std::uint16_t port) {
+    auto a = std::make_unique<tcp::acceptor>(*ioc);
     boost::system::error_code ec;
-    acceptor->open(ep.protocol(), ec);
-    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor->bind(ep, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw ConfigError("cannot listen on " + config.listen_host + ":" + std::to_string(config.listen_port) + ": " + ec.message());
+    a->open(ep.protocol(), ec);
+    if (!ec) a->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) a->bind(ep, ec);
+    if (!ec) a->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) throw ConfigError("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+    return a;
+  }
+
+  asio::awaitable<void> resp_accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      auto strand = asio::make_strand(*ioc);
+      tcp::socket socket = co_await resp_acceptor->async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (draining.load() || ec == asio::error::operation_aborted) co_return;
+        spdlog::warn("RESP accept failed: {}", ec.message());
+        auto ex = co_await asio::this_coro::executor;
+        asio::steady_timer t(ex, std::chrono::milliseconds(50));
+        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        continue;
+      }
+      boost::system::error_code opt_ec;
+      socket.set_option(tcp::no_delay(true), opt_ec);
+      metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+      if (connections.count() >= config.max_connections) {
+        metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+        socket.close(opt_ec);
+        continue;
+      }
+      resp::start_resp_session(std::move(socket), *resp_shared, connections);
+    }
   }
 
   asio::awaitable<void> accept_loop() {
@@ -203,6 +247,7 @@ struct Server::Impl {
     asio::post(*ioc, [this] {
       boost::system::error_code ec;
       acceptor->close(ec);
+      if (resp_acceptor) resp_acceptor->close(ec);
     });
     waiters.notify_all();
     connections.close_idle();
@@ -236,6 +281,7 @@ Server::~Server() {
   impl_->signals.reset();
   impl_->hangup.reset();
   impl_->acceptor.reset();
+  impl_->resp_acceptor.reset();
   impl_->ioc.reset();
 }
 
@@ -262,6 +308,13 @@ int Server::run() {
   std::string host = ep.address().to_string();
   if (ep.address().is_v6()) host = "[" + host + "]";
   std::printf("listening on %s:%u\n", host.c_str(), static_cast<unsigned>(ep.port()));
+  if (im.resp_acceptor) {
+    auto rep = im.resp_acceptor->local_endpoint();
+    std::string rhost = rep.address().to_string();
+    if (rep.address().is_v6()) rhost = "[" + rhost + "]";
+    std::printf("resp listening on %s:%u\n", rhost.c_str(), static_cast<unsigned>(rep.port()));
+    spdlog::info("RESP endpoint on {}:{} (single-flight window {} ms)", rhost, rep.port(), im.config.resp_flight_window_ms);
+  }
   std::fflush(stdout);
   spdlog::info("kcache-server listening on {}:{} ({}) storage={} io_threads={} storage_threads={} lease_ttl_ms={} "
                "auth={} signed_uploads={}",
@@ -270,6 +323,7 @@ int Server::run() {
                im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
                im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"));
   asio::co_spawn(*im.ioc, im.accept_loop(), asio::detached);
+  if (im.resp_acceptor) asio::co_spawn(*im.ioc, im.resp_accept_loop(), asio::detached);
   asio::co_spawn(*im.ioc, im.sweep_loop(), asio::detached);
 
   std::vector<std::thread> threads;

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -86,6 +87,12 @@ class KcacheServer:
             raise RuntimeError(f"server did not start ({self.proc.returncode}): {line!r}\n{self.read_log()}")
         self.host, port = line.split()[-1].rsplit(":", 1)
         self.port = int(port)
+        self.resp_port = None
+        if "--resp-listen" in cmd:
+            line = self.proc.stdout.readline().decode()
+            if not line.startswith("resp listening on "):
+                raise RuntimeError(f"no RESP endpoint announced: {line!r}\n{self.read_log()}")
+            self.resp_port = int(line.split()[-1].rsplit(":", 1)[1])
 
     def read_log(self) -> str:
         self.log.flush()
@@ -193,3 +200,32 @@ def status_of(raw: bytes) -> int:
 
 def body_of(raw: bytes):
     return json.loads(raw.partition(b"\r\n\r\n")[2])
+
+
+REDIS = shutil.which("redis-server")
+
+
+@pytest.fixture
+def redis_port(tmp_path):
+    """A real redis-server on a random loopback port, without persistence."""
+    if REDIS is None:
+        pytest.skip("redis-server not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def redis_url(redis_port):
+    return f"redis://127.0.0.1:{redis_port}/0?connect_timeout_ms=500&timeout_ms=2000"

@@ -6,37 +6,15 @@ over. Lease counters live in Redis and are summed across replicas."""
 
 from __future__ import annotations
 
-import shutil
 import signal
-import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
-from server_harness import make_bundle, new_key
+from server_harness import REDIS, make_bundle, new_key, redis_port, redis_url  # noqa: F401
 
-REDIS = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server not installed")
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0?connect_timeout_ms=500&timeout_ms=2000"
-    proc.kill()
-    proc.wait()
 
 
 @pytest.fixture

@@ -1,0 +1,194 @@
+"""Cluster cold start on one machine: N data-parallel ranks (torchrun, gloo
+on loopback, examples/ddp_train.py) under four setups in one run —
+
+  none          no kcache: Accelerate's compile_regions, every rank compiles
+  node          kcache's node tier only (one directory shared by the ranks)
+  server-disk   kcache-server on its disk storage; each rank its own node dir
+  server-redis  kcache-server on redis-server; each rank its own node dir
+
+— for N = 1, 4, 8, 16, each a cold wave (empty caches: a fresh server and
+storage, fresh directories) followed by a restart wave (the same N ranks
+again with empty Inductor cache directories: new containers; the node
+setup keeps its node directory, the server setups start with empty node
+directories, as ranks restarted on other nodes do).
+
+Inductor's C++ compiler is bench/coldstart/cxx_counter.sh, which counts
+every host-compiler run and its CPU seconds per rank. Every wave has a
+timeout; every process started (servers, torchrun and its ranks, g++) is
+stopped at the end, on a timeout and on Ctrl-C.
+
+    .venv/bin/python bench/coldstart/run.py             # writes results.json, REPORT.md, plot.png here
+    .venv/bin/python bench/coldstart/run.py --ranks 1 4 --setups none node
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import services
+
+HERE = Path(__file__).resolve().parent
+SETUPS = ("none", "node", "server-disk", "server-redis")
+
+
+def parse_cxx_log(path: Path) -> dict[str, dict[str, float]]:
+    """rank -> {"runs": all host-compiler runs, "codegen": the runs that
+    wrote an object or a shared library (compiles and links, not Inductor's
+    header preprocessing or kcache's -march=native query), "cpu_s": CPU
+    seconds of all runs} from cxx_counter.sh's lines."""
+    def secs(t: str) -> float:
+        m, s = t.rstrip("s").split("m")
+        return int(m) * 60 + float(s)
+
+    out: dict[str, dict[str, float]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rank, user, system, target = line.split()
+            r = out.setdefault(rank, {"runs": 0, "codegen": 0, "cpu_s": 0.0})
+            r["runs"] += 1
+            r["codegen"] += target.endswith((".so", ".o"))
+            r["cpu_s"] += secs(user) + secs(system)
+    return out
+
+
+def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args, timeout_s: int) -> dict:
+    """One wave: N ranks under torchrun. Returns per-rank results and totals."""
+    out_dir = work / f"out-{wave}"
+    cxx_log = work / f"cxx-{wave}.log"
+    compiler = "accelerate" if setup == "none" else "kcache"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+           "--max-restarts=0", str(services.REPO / "examples" / "ddp_train.py"),
+           "--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
+           "--steps", str(args.steps), "--compiler", compiler, "--out", str(out_dir),
+           "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
+    if setup == "node":
+        cmd += ["--node-dir", str(work / "node-shared")]
+    elif setup.startswith("server"):
+        cmd += ["--node-dir", str(work / f"node-{wave}" / "rank-{rank}")]
+    env = dict(env, COLDSTART_CXX_LOG=str(cxx_log), BENCH_T0=repr(time.time()))
+    log = open(work / f"torchrun-{wave}.log", "wb")
+    proc = services.track(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        services.stop(proc)
+        return {"error": f"timed out after {timeout_s} s"}
+    finally:
+        services._started.remove(proc)
+    if proc.returncode != 0:
+        tail = (work / f"torchrun-{wave}.log").read_text(errors="replace")[-3000:]
+        return {"error": f"torchrun exited {proc.returncode}: {tail}"}
+    cxx = parse_cxx_log(cxx_log)
+    ranks = []
+    for r in range(n):
+        res = json.loads((out_dir / f"rank-{r}.json").read_text())
+        res["cxx_runs"] = int(cxx.get(str(r), {}).get("runs", 0))
+        res["cxx_codegen"] = int(cxx.get(str(r), {}).get("codegen", 0))
+        res["cxx_cpu_s"] = round(cxx.get(str(r), {}).get("cpu_s", 0.0), 2)
+        ranks.append(res)
+    return {
+        "ranks": ranks,
+        "all_ready_s": max(r["regions_ready_s"] for r in ranks),
+        "all_first_allreduce_s": max(r["first_allreduce_s"] for r in ranks),
+        "cxx_runs": sum(v["runs"] for v in cxx.values()),
+        "cxx_codegen": sum(v["codegen"] for v in cxx.values()),
+        "cxx_cpu_s": round(sum(v["cpu_s"] for v in cxx.values()), 2),
+        "rank_cpu_s": round(sum(r["cpu_s"] for r in ranks), 1),
+    }
+
+
+def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) -> dict:
+    work = Path(tempfile.mkdtemp(prefix=f"{setup}-n{n}-", dir=root))
+    env = dict(base_env)
+    server = None
+    try:
+        if setup == "server-disk":
+            server, url = services.start_server(work, f"disk:{work / 'server-data'}")
+        elif setup == "server-redis":
+            _, port = services.start_redis(work)
+            server, url = services.start_server(work, f"redis://127.0.0.1:{port}")
+        if server is not None:
+            env["KCACHE_URL"] = url
+        result = {"setup": setup, "n": n}
+        for wave in ("cold", "restart"):
+            before = services.server_metrics(url) if server else {}
+            res = launch(work, n, wave, setup, env, args, args.timeout)
+            if server and "error" not in res:
+                after = services.server_metrics(url)
+                res["server"] = {k: after.get(k, 0) - before.get(k, 0) for k in (
+                    "kcache_http_requests_total", "kcache_cache_hits_total", "kcache_cache_misses_total",
+                    "kcache_uploads_total", "kcache_sent_bytes_total", "kcache_leases_granted_total",
+                    "kcache_leases_waited_total")}
+            result[wave] = res
+            print(f"  {setup:13s} N={n:2d} {wave:8s} "
+                  + (res["error"][:200] if "error" in res else
+                     f"all ready {res['all_ready_s']:6.1f} s, g++ runs {res['cxx_runs']:3d} "
+                     f"({res['cxx_codegen']:3d} codegen), "
+                     f"g++ CPU {res['cxx_cpu_s']:6.1f} s"), flush=True)
+        return result
+    finally:
+        services.stop_all()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 4, 8, 16])
+    p.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
+    p.add_argument("--model", default="gpt2")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=900, help="seconds per wave")
+    p.add_argument("--out", type=Path, default=HERE / "results.json")
+    p.add_argument("--keep", action="store_true", help="keep the work folders")
+    args = p.parse_args()
+
+    # SIGTERM cleans up like Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    root = Path(tempfile.mkdtemp(prefix="kcache-coldstart-"))
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("KCACHE_", "TORCHINDUCTOR_"))}
+    base_env.update(CXX=str(HERE / "cxx_counter.sh"), TORCHINDUCTOR_COMPILE_THREADS="1",
+                    OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    t0 = time.time()
+    results = []
+    try:
+        for n in args.ranks:
+            for setup in args.setups:
+                results.append(run_setup(root, setup, n, args, base_env))
+                args.out.write_text(json.dumps({"meta": meta(args, t0), "results": results}, indent=1))
+    except KeyboardInterrupt:
+        print("interrupted: stopping every process started", file=sys.stderr)
+        raise SystemExit(130)
+    finally:
+        services.stop_all()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    import report
+
+    report.write(args.out, HERE / "REPORT.md", HERE / "plot.png")
+
+
+def meta(args, t0: float) -> dict:
+    import platform
+
+    import torch
+
+    return {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "torch": torch.__version__, "model": args.model, "layers": args.layers,
+            "hidden": args.hidden, "steps": args.steps, "elapsed_s": round(time.time() - t0)}
+
+
+if __name__ == "__main__":
+    main()

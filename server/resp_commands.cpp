@@ -1,0 +1,477 @@
+#include "server/resp_commands.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kcache::server::resp {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+std::optional<long long> to_int(std::string_view s) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+void wrong_args(std::string& out, std::string_view cmd) {
+  error(out, "ERR wrong number of arguments for '" + std::string(cmd) + "' command");
+}
+
+void storage_error(Services& s, std::string& out, const char* op, const Error& e) {
+  s.metrics.storage_error(op);
+  spdlog::warn("RESP: storage {} failed: {}: {}", op, errc_name(e.code), e.message);
+  if (e.code == Errc::full) {
+    error(out, "OOM the cache's storage is full and nothing could be evicted: " + e.message);
+  } else {
+    error(out, std::string("ERR storage ") + errc_name(e.code) + ": " + e.message);
+  }
+}
+
+// Allowed? Appends the refusal to `out` when not.
+bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
+  Request req;
+  req.peer = c.peer;
+  req.peer_loopback = c.loopback;
+  if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
+  const auto d = sh.s.authorizer.authorize(req, needed);
+  if (d.allowed) return true;
+  if (d.status == 401) {
+    error(out, "NOAUTH Authentication required.");
+  } else {
+    error(out, "NOPERM this connection's token has no permission to run the '" + std::string(cmd) + "' command");
+  }
+  return false;
+}
+
+bool flight_eligible(const RespShared& sh, std::string_view key) {
+  if (sh.s.config.resp_flight_window_ms == 0) return false;
+  return std::any_of(sh.s.config.resp_flight_prefixes.begin(), sh.s.config.resp_flight_prefixes.end(),
+                     [&](const std::string& p) { return key.substr(0, p.size()) == p; });
+}
+
+// A storage lookup that treats an expired key as absent (and removes it).
+Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey) {
+  if (sh.expiries.expired(skey)) {
+    (void)sh.s.backend.remove(skey);
+    sh.expiries.clear(skey);
+    return Error{Errc::not_found, "expired"};
+  }
+  return sh.s.backend.get(skey);
+}
+
+// GET: the value, or nil. With single-flight (see the header).
+asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::string& out) {
+  auto& s = sh.s;
+  const std::string skey = storage_key(key);
+  const std::string type = cache_type(key);
+  const bool flight = flight_eligible(sh, key);
+  std::shared_ptr<Waiter> waiter;
+  if (flight) {
+    auto ex = co_await asio::this_coro::executor;
+    waiter = s.waiters.add(skey, ex);
+  }
+  struct Unregister {
+    Services& s;
+    const std::string& key;
+    std::shared_ptr<Waiter>& w;
+    ~Unregister() {
+      if (w) s.waiters.remove(key, w);
+    }
+  } unregister{s, skey, waiter};
+
+  struct Step {
+    Result<std::vector<std::uint8_t>> got;
+    LeaseGrant grant;  // tried on a miss, before any wait
+    std::optional<Clock::time_point> until;
+  };
+  bool waited = false;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(s.config.resp_flight_window_ms);
+  auto step_job = [&sh, &skey, &c, flight, &waited] {
+    Step st{lookup(sh, skey), {}, std::nullopt};
+    // A miss on a flight key: become its compiler, or learn how long the
+    // compiler's window lasts. Our own window, or a wait already done, is a
+    // plain miss.
+    if (flight && !st.got && st.got.error().code == Errc::not_found && !c.flights.count(skey)) {
+      if (!waited) st.grant = sh.flights->acquire(skey, c.peer);
+      if (!st.grant.granted) st.until = sh.flights->live_until(skey);
+    }
+    return st;
+  };
+  for (;;) {
+    auto st = co_await run_blocking(s.pool, step_job);
+    if (st.got) {
+      s.metrics.resp_command("get", type, waited ? "waited_hit" : "hit");
+      bulk(out, std::string_view(reinterpret_cast<const char*>(st.got->data()), st.got->size()));
+      co_return;
+    }
+    if (st.got.error().code == Errc::corrupt) {
+      s.metrics.storage_error("get_corrupt");
+    } else if (st.got.error().code != Errc::not_found) {
+      storage_error(s, out, "get", st.got.error());
+      co_return;
+    }
+    if (st.grant.granted) {
+      c.flights[skey] = st.grant.token;  // this connection compiles; others wait for its SET
+      s.metrics.resp_command("get", type, "miss_compiler");
+      null(out, c.proto);
+      co_return;
+    }
+    if (!flight || !st.until || Clock::now() >= deadline || s.draining.load()) break;
+    if (waiter->take_wake()) continue;
+    waited = true;
+    waiter->timer.expires_at(std::min(deadline, *st.until + std::chrono::milliseconds(1)));
+    boost::system::error_code ec;
+    co_await waiter->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  s.metrics.resp_command("get", type, waited ? "waited_miss" : "miss");
+  null(out, c.proto);
+}
+
+struct SetOptions {
+  bool nx = false, xx = false;
+  std::optional<std::chrono::system_clock::time_point> expires;
+};
+
+// Parses SET's options; appends the error and returns nullopt when bad.
+std::optional<SetOptions> set_options(const std::vector<std::string>& args, std::string& out) {
+  SetOptions o;
+  bool have_expiry = false;
+  for (std::size_t i = 3; i < args.size(); ++i) {
+    const auto opt = lower(args[i]);
+    if (opt == "nx" && !o.xx) {
+      o.nx = true;
+    } else if (opt == "xx" && !o.nx) {
+      o.xx = true;
+    } else if ((opt == "ex" || opt == "px" || opt == "exat" || opt == "pxat") && !have_expiry && i + 1 < args.size()) {
+      auto v = to_int(args[++i]);
+      if (!v) {
+        error(out, "ERR value is not an integer or out of range");
+        return std::nullopt;
+      }
+      if (*v <= 0 || *v > 100'000'000'000'000LL) {
+        error(out, "ERR invalid expire time in 'set' command");
+        return std::nullopt;
+      }
+      using namespace std::chrono;
+      const auto now = system_clock::now();
+      if (opt == "ex") o.expires = now + seconds(*v);
+      if (opt == "px") o.expires = now + milliseconds(*v);
+      if (opt == "exat") o.expires = system_clock::time_point(seconds(*v));
+      if (opt == "pxat") o.expires = system_clock::time_point(milliseconds(*v));
+      have_expiry = true;
+    } else {
+      error(out, "ERR syntax error");
+      return std::nullopt;
+    }
+  }
+  return o;
+}
+
+asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& args, std::string& out) {
+  auto& s = sh.s;
+  auto opts = set_options(args, out);
+  if (!opts) co_return;
+  const std::string& key = args[1];
+  const std::string skey = storage_key(key);
+  const std::string type = cache_type(key);
+  std::vector<std::uint8_t> value(args[2].begin(), args[2].end());
+  args[2].clear();
+  args[2].shrink_to_fit();
+  struct Outcome {
+    Status status = Ok{};
+    bool skipped = false;  // NX/XX condition not met
+    bool stored = false;
+  };
+  const auto meta = entry_meta(key);
+  auto set_job = [&sh, &skey, &value, &meta, &opts] {
+    Outcome o;
+    auto& b = sh.s.backend;
+    auto h = b.head(skey);
+    bool present = static_cast<bool>(h);
+    if (!h && h.error().code != Errc::not_found) {
+      o.status = h.error();
+      return o;
+    }
+    if (present && sh.expiries.expired(skey)) {
+      (void)b.remove(skey);
+      sh.expiries.clear(skey);
+      present = false;
+    }
+    if ((opts->nx && present) || (opts->xx && !present)) {
+      o.skipped = true;
+      return o;
+    }
+    if (present) {
+      // Redis overwrites; storage objects are immutable: replace it.
+      auto rm = b.remove(skey);
+      if (!rm && rm.error().code != Errc::not_found) {
+        o.status = rm.error();
+        return o;
+      }
+    }
+    auto put = b.put(skey, value, meta);
+    if (!put) {
+      o.status = put.error();
+      return o;
+    }
+    if (opts->expires) sh.expiries.set(skey, *opts->expires);
+    else sh.expiries.clear(skey);
+    o.stored = true;
+    return o;
+  };
+  auto o = co_await run_blocking(s.pool, set_job);
+  if (!o.status) {
+    storage_error(s, out, "put", o.status.error());
+    co_return;
+  }
+  if (o.skipped) {
+    s.metrics.resp_command("set", type, "not_set");
+    null(out, c.proto);
+    co_return;
+  }
+  s.metrics.resp_command("set", type, "stored");
+  s.metrics.stored(meta.target, meta.mode, value.size());
+  // Wake the GETs waiting on this key (single-flight) and end our window.
+  auto land_job = [&sh, &c, &skey] {
+    if (auto it = c.flights.find(skey); it != c.flights.end()) {
+      sh.flights->release(skey, it->second);
+      c.flights.erase(it);
+    }
+    sh.s.landings.publish(skey);
+    return true;
+  };
+  co_await run_blocking(s.pool, land_job);
+  simple(out, "OK");
+}
+
+asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::string>& args, std::string& out) {
+  std::vector<Result<std::vector<std::uint8_t>>> got;
+  auto job = [&sh, &args, &got] {
+    for (std::size_t i = 1; i < args.size(); ++i) got.push_back(lookup(sh, storage_key(args[i])));
+    return true;
+  };
+  co_await run_blocking(sh.s.pool, job);
+  array_header(out, got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto type = cache_type(args[i + 1]);
+    if (got[i]) {
+      sh.s.metrics.resp_command("mget", type, "hit");
+      bulk(out, std::string_view(reinterpret_cast<const char*>(got[i]->data()), got[i]->size()));
+    } else {
+      sh.s.metrics.resp_command("mget", type, "miss");
+      null(out, c.proto);
+    }
+  }
+}
+
+// EXISTS (counting repeats, as Redis does) and DEL (counting removals).
+asio::awaitable<void> exists_or_del(RespShared& sh, bool del, std::vector<std::string>& args, std::string& out) {
+  struct Count {
+    long long n = 0;
+    std::optional<Error> error;
+  };
+  auto job = [&sh, &args, del] {
+    Count c;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      const auto skey = storage_key(args[i]);
+      const bool expired = sh.expiries.expired(skey);
+      if (del || expired) {
+        auto st = sh.s.backend.remove(skey);
+        sh.expiries.clear(skey);
+        if (st && !expired) ++c.n;
+        else if (!st && st.error().code != Errc::not_found) c.error = st.error();
+        continue;
+      }
+      auto h = sh.s.backend.head(skey);
+      if (h) ++c.n;
+      else if (h.error().code != Errc::not_found) c.error = h.error();
+    }
+    return c;
+  };
+  auto c = co_await run_blocking(sh.s.pool, job);
+  if (c.error) {
+    storage_error(sh.s, out, del ? "remove" : "head", *c.error);
+    co_return;
+  }
+  integer(out, c.n);
+}
+
+void hello_reply(const RespShared& sh, const Conn& c, std::string& out) {
+  map_header(out, 7, c.proto);
+  bulk(out, "server");
+  bulk(out, "kcache");
+  bulk(out, "version");
+  bulk(out, "7.0.0");
+  bulk(out, "proto");
+  integer(out, c.proto);
+  bulk(out, "id");
+  integer(out, static_cast<long long>(c.id));
+  bulk(out, "mode");
+  bulk(out, "standalone");
+  bulk(out, "role");
+  bulk(out, "master");
+  bulk(out, "modules");
+  array_header(out, 0);
+  (void)sh;
+}
+
+asio::awaitable<void> info(RespShared& sh, std::string& out) {
+  auto job = [&sh] { return sh.s.backend.usage(); };
+  auto u = co_await run_blocking(sh.s.pool, job);
+  std::string text = "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nkcache_version:0.1.0\r\n";
+  text += "kcache_storage:" + sh.s.backend.name() + "\r\n";
+  text += "uptime_in_seconds:" + std::to_string(static_cast<long long>(sh.s.metrics.uptime_seconds())) + "\r\n";
+  text += "\r\n# Clients\r\nconnected_clients:" + std::to_string(sh.s.connections_active()) + "\r\n";
+  text += "\r\n# Memory\r\nused_memory:" + std::to_string(u ? u->bytes : 0) + "\r\n";
+  text += "maxmemory:" + std::to_string(u ? u->capacity_bytes : 0) + "\r\n";
+  text += "\r\n# Keyspace\r\n";
+  if (u && u->entries) text += "db0:keys=" + std::to_string(u->entries) + ",expires=0,avg_ttl=0\r\n";
+  bulk(out, text);
+}
+
+// AUTH [user] token: the token is checked against the tokens file (any user
+// name is accepted and ignored).
+void auth(RespShared& sh, Conn& c, const std::string& token, std::string& out) {
+  if (sh.s.authorizer.token_count() == 0) {
+    error(out, "ERR AUTH <password> called without any password configured for the default user. "
+               "Are you sure your configuration is correct?");
+    return;
+  }
+  Request req;
+  req.peer = c.peer;
+  req.peer_loopback = c.loopback;
+  req.headers.emplace_back("authorization", "Bearer " + token);
+  if (!sh.s.authorizer.authorize(req, Role::read).allowed) {
+    error(out, "WRONGPASS invalid username-password pair or user is disabled.");
+    return;
+  }
+  c.token = token;
+  simple(out, "OK");
+}
+
+}  // namespace
+
+void release_flights(RespShared& sh, Conn& c) {
+  for (const auto& [skey, token] : c.flights) {
+    sh.flights->release(skey, token);
+    sh.s.landings.publish(skey);
+  }
+  c.flights.clear();
+}
+
+asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>& args, std::string& out) {
+  if (args.empty()) co_return true;
+  const std::string cmd = lower(args[0]);
+  const std::size_t n = args.size();
+  if (cmd == "quit") {
+    simple(out, "OK");
+    co_return false;
+  }
+  if (cmd == "auth") {
+    if (n == 2 || n == 3) auth(sh, c, args[n - 1], out);
+    else wrong_args(out, cmd);
+    co_return true;
+  }
+  if (cmd == "hello") {
+    if (n >= 2) {
+      auto v = to_int(args[1]);
+      if (!v) {
+        error(out, "ERR Protocol version is not an integer or out of range");
+        co_return true;
+      }
+      if (*v != 2 && *v != 3) {
+        error(out, "NOPROTO unsupported protocol version");
+        co_return true;
+      }
+    }
+    for (std::size_t i = 2; i < n; ++i) {
+      const auto opt = lower(args[i]);
+      if (opt == "auth" && i + 2 < n) {
+        std::string auth_out;
+        auth(sh, c, args[i + 2], auth_out);
+        if (auth_out[0] == '-') {
+          out += auth_out;
+          co_return true;
+        }
+        i += 2;
+      } else if (opt == "setname" && i + 1 < n) {
+        c.name = args[++i];
+      } else {
+        error(out, "ERR Syntax error in HELLO option '" + args[i] + "'");
+        co_return true;
+      }
+    }
+    if (!allowed(sh, c, Role::read, cmd, out)) co_return true;
+    if (n >= 2) c.proto = static_cast<int>(*to_int(args[1]));
+    hello_reply(sh, c, out);
+    co_return true;
+  }
+  // Everything below needs at least the read role (Redis answers NOAUTH to
+  // any command before AUTH).
+  const Role needed = cmd == "set" ? Role::write : cmd == "del" ? Role::admin : Role::read;
+  if (!allowed(sh, c, needed, cmd, out)) co_return true;
+
+  if (cmd == "get") {
+    if (n != 2) wrong_args(out, cmd);
+    else co_await get(sh, c, args[1], out);
+  } else if (cmd == "set") {
+    if (n < 3) wrong_args(out, cmd);
+    else co_await set(sh, c, args, out);
+  } else if (cmd == "mget") {
+    if (n < 2) wrong_args(out, cmd);
+    else co_await mget(sh, c, args, out);
+  } else if (cmd == "exists" || cmd == "del") {
+    if (n < 2) wrong_args(out, cmd);
+    else co_await exists_or_del(sh, cmd == "del", args, out);
+  } else if (cmd == "ping") {
+    if (n == 1) simple(out, "PONG");
+    else if (n == 2) bulk(out, args[1]);
+    else wrong_args(out, cmd);
+  } else if (cmd == "echo") {
+    if (n != 2) wrong_args(out, cmd);
+    else bulk(out, args[1]);
+  } else if (cmd == "select") {
+    if (n != 2) wrong_args(out, cmd);
+    else if (args[1] == "0") simple(out, "OK");
+    else error(out, "ERR DB index is out of range (kcache has database 0 only)");
+  } else if (cmd == "client") {
+    const auto sub = n >= 2 ? lower(args[1]) : std::string();
+    if (sub == "setinfo" && n == 4) simple(out, "OK");
+    else if (sub == "setname" && n == 3) c.name = args[2], simple(out, "OK");
+    else if (sub == "getname" && n == 2) c.name.empty() ? null(out, c.proto) : bulk(out, c.name);
+    else if (sub == "id" && n == 2) integer(out, static_cast<long long>(c.id));
+    else error(out, "ERR unknown or unsupported CLIENT subcommand '" + (n >= 2 ? args[1] : std::string()) + "'");
+  } else if (cmd == "info") {
+    co_await info(sh, out);
+  } else if (cmd == "command") {
+    const auto sub = n >= 2 ? lower(args[1]) : std::string();
+    if (sub == "count") integer(out, 0);
+    else array_header(out, 0);  // COMMAND, COMMAND DOCS, COMMAND INFO: nothing to advertise
+  } else if (cmd == "config") {
+    if (n >= 2 && lower(args[1]) == "get") array_header(out, 0);
+    else error(out, "ERR kcache supports CONFIG GET only (and answers it with nothing)");
+  } else {
+    std::string msg = "ERR unknown command '" + args[0] + "', with args beginning with: ";
+    for (std::size_t i = 1; i < n && i < 4; ++i) msg += "'" + args[i].substr(0, 64) + "' ";
+    error(out, msg);
+  }
+  co_return true;
+}
+
+}  // namespace kcache::server::resp

@@ -1,0 +1,66 @@
+// The RESP endpoint's commands (docs/protocol.md "RESP"): what stock
+// PyTorch and Triton remote caches, redis-py, redis-cli and redis-benchmark
+// send — GET, SET (EX, PX, EXAT, PXAT, NX, XX), MGET, EXISTS, DEL, PING,
+// ECHO, AUTH, SELECT 0, CLIENT, HELLO (RESP2 only), INFO, COMMAND, CONFIG
+// GET, QUIT — over the same storage, auth, limits and metrics as the HTTP
+// API. Everything else is a clear -ERR.
+//
+// Roles: GET, MGET, EXISTS need read; SET needs write; DEL needs admin (as
+// DELETE /v1/artifacts). With --tokens a connection is unauthenticated until
+// AUTH (or HELLO … AUTH); --anonymous-read lets it read meanwhile.
+//
+// Implicit single-flight (--resp-flight-window-ms, --resp-flight-prefixes):
+// a GET miss on a key with a listed prefix makes the caller the key's
+// compiler for the window (it gets the miss at once); other GETs of the key
+// wait until its SET lands, the compiler's connection closes, or the window
+// ends — then answer the value, or a miss without becoming compilers.
+// Thread safety: a Conn belongs to one session; RespShared is shared.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "server/lease_table.hpp"
+#include "server/resp_keyspace.hpp"
+#include "server/resp_protocol.hpp"
+#include "server/services.hpp"
+
+namespace kcache::server::resp {
+
+// What every RESP connection shares; owned by the Server.
+struct RespShared {
+  RespShared(Services& services, std::unique_ptr<LeaseTable> flight_table)
+      : s(services), flights(std::move(flight_table)) {}
+  Services& s;
+  Limits limits;
+  Expiries expiries;
+  std::unique_ptr<LeaseTable> flights;  // single-flight windows (in-process)
+  std::atomic<std::uint64_t> next_client_id{0};
+};
+
+struct Conn {
+  std::uint64_t id = 0;
+  std::string peer;  // "ip:port"
+  bool loopback = false;
+  std::optional<std::string> token;  // from AUTH
+  std::string name;                  // CLIENT SETNAME
+  int proto = 2;                     // HELLO 3 switches to RESP3 (redis-py 8 asks for it by default)
+  std::map<std::string, std::string> flights;  // storage key -> lease token: keys this connection compiles
+};
+
+// Runs one command, appending its reply to `out`. Returns false when the
+// connection should close after the reply (QUIT).
+boost::asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>& args, std::string& out);
+
+// Ends the single-flight windows a closing connection holds, waking their
+// waiters (blocking: call on the pool).
+void release_flights(RespShared& sh, Conn& c);
+
+}  // namespace kcache::server::resp

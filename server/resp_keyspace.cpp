@@ -1,0 +1,66 @@
+#include "server/resp_keyspace.hpp"
+
+#include <cctype>
+
+#include "common/hex.hpp"
+#include "common/sha256.hpp"
+
+namespace kcache::server::resp {
+
+std::string storage_key(std::string_view resp_key) {
+  std::string material("kcache-resp-v1");
+  material.push_back('\0');
+  material.append(resp_key);
+  const auto d = sha256(std::string_view(material));
+  return to_hex(d);
+}
+
+std::string cache_type(std::string_view k) {
+  std::string_view t;
+  if (k.rfind("pt2:", 0) == 0) {
+    auto end = k.find("::");
+    t = k.substr(0, end == std::string_view::npos ? k.size() : end);
+  } else {
+    auto end = k.find(':');
+    if (end == std::string_view::npos || end == 0) return "other";
+    t = k.substr(0, end);
+  }
+  std::string out;
+  for (char c : t.substr(0, 48)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(std::isalnum(u) || c == ':' || c == '.' || c == '_' || c == '-' ? c : '_');
+  }
+  return out.empty() ? "other" : out;
+}
+
+storage::EntryMeta entry_meta(std::string_view resp_key) {
+  storage::EntryMeta m;
+  std::string label;
+  for (char c : resp_key.substr(0, 256)) {
+    label.push_back(std::isprint(static_cast<unsigned char>(c)) ? c : '?');
+  }
+  m.label = std::move(label);
+  m.target = cache_type(resp_key);
+  m.mode = "resp";
+  m.dtype = "-";
+  m.toolchain = "-";
+  return m;
+}
+
+void Expiries::set(const std::string& skey, Clock::time_point when) {
+  std::lock_guard lock(mu_);
+  at_[skey] = when;
+}
+
+void Expiries::clear(const std::string& skey) {
+  std::lock_guard lock(mu_);
+  at_.erase(skey);
+}
+
+bool Expiries::expired(const std::string& skey) const {
+  std::lock_guard lock(mu_);
+  auto it = at_.find(skey);
+  return it != at_.end() && Clock::now() >= it->second;
+}
+
+}  // namespace kcache::server::resp

@@ -1,0 +1,49 @@
+// How RESP keys live in kcache's storage (docs/protocol.md "RESP").
+//
+// A RESP key is any byte string ("pt2:fx-graph-v1::<hash>:c1"); storage
+// names objects by 64 hex characters. A RESP key is stored under
+// SHA-256("kcache-resp-v1\0" + key) — its own namespace, never equal to an
+// artifact key by construction — with the RESP key itself as the entry's
+// label (so `kcache ls --mode resp` lists them), mode "resp" and the key's
+// cache type as its target. Values are opaque bytes: no bundle check.
+//
+// Expiries (SET … EX/PX) are kept in memory by this server only: after a
+// restart an entry stays until evicted. PyTorch's and Triton's remote
+// caches set none.
+// Thread safety: Expiries may be used from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "storage/backend.hpp"
+
+namespace kcache::server::resp {
+
+std::string storage_key(std::string_view resp_key);
+
+// "pt2:fx-graph-v1", "pt2:autograd-experimental", "triton", … ("other" when
+// the key has no recognisable prefix); at most 48 characters of
+// [A-Za-z0-9:._-], so it is safe as a metric label.
+std::string cache_type(std::string_view resp_key);
+
+storage::EntryMeta entry_meta(std::string_view resp_key);
+
+class Expiries {
+ public:
+  using Clock = std::chrono::system_clock;
+  void set(const std::string& skey, Clock::time_point when);
+  void clear(const std::string& skey);
+  // True when skey has an expiry that has passed (the caller removes it).
+  bool expired(const std::string& skey) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Clock::time_point> at_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace kcache::server::resp

@@ -1,0 +1,130 @@
+#include "server/resp_session.hpp"
+
+#include <chrono>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <spdlog/spdlog.h>
+
+namespace kcache::server::resp {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+class Session final : public SessionHandle, public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, RespShared& sh, Connections& connections)
+      : stream_(std::move(socket)), sh_(sh), connections_(connections) {
+    boost::system::error_code ec;
+    auto ep = stream_.socket().remote_endpoint(ec);
+    if (!ec) {
+      conn_.peer = ep.address().to_string() + ":" + std::to_string(ep.port());
+      conn_.loopback = ep.address().is_loopback() ||
+                       (ep.address().is_v6() && ep.address().to_v6().is_v4_mapped() &&
+                        asio::ip::make_address_v4(asio::ip::v4_mapped, ep.address().to_v6()).is_loopback());
+    }
+    conn_.id = ++sh_.next_client_id;
+  }
+
+  ~Session() override {
+    if (id_) connections_.remove(id_);
+  }
+
+  void start() {
+    id_ = connections_.add(shared_from_this());
+    asio::co_spawn(stream_.get_executor(), [self = shared_from_this()] { return self->run(); }, asio::detached);
+  }
+
+  void close_if_idle() override {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->idle_) self->stream_.socket().cancel();
+    });
+  }
+
+ private:
+  asio::awaitable<void> run() {
+    try {
+      co_await serve();
+    } catch (const std::exception& e) {
+      spdlog::warn("RESP {}: {}", conn_.peer, e.what());
+    }
+    if (!conn_.flights.empty()) {
+      // The compiler went away without a SET: let its waiters go now.
+      auto self = shared_from_this();
+      auto job = [self] {
+        release_flights(self->sh_, self->conn_);
+        return true;
+      };
+      co_await run_blocking(sh_.s.pool, job);
+    }
+    boost::system::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  asio::awaitable<void> serve() {
+    std::string in, out;
+    std::vector<char> chunk(64 * 1024);
+    for (;;) {
+      std::size_t used = 0;
+      bool keep = true;
+      while (keep) {
+        auto cmd = parse_command(std::string_view(in).substr(used), sh_.limits);
+        if (cmd.status == Parse::incomplete) break;
+        if (cmd.status == Parse::error) {
+          error(out, "ERR " + cmd.error);
+          keep = false;
+          break;
+        }
+        used += cmd.consumed;
+        keep = co_await execute(sh_, conn_, cmd.args, out);
+        if (out.size() >= (1u << 20)) co_await flush(out);  // long pipelines: do not hoard replies
+      }
+      in.erase(0, used);
+      co_await flush(out);
+      if (!keep || sh_.s.draining.load()) co_return;
+      // Idle (nothing half-read): no deadline, a drain may close it.
+      idle_ = in.empty();
+      if (idle_) stream_.expires_never();
+      else stream_.expires_after(std::chrono::milliseconds(sh_.s.config.read_timeout_ms));
+      boost::system::error_code ec;
+      const std::size_t n = co_await stream_.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
+      idle_ = false;
+      if (ec) co_return;  // closed, timed out or cancelled by a drain
+      in.append(chunk.data(), n);
+    }
+  }
+
+  asio::awaitable<void> flush(std::string& out) {
+    if (out.empty()) co_return;
+    stream_.expires_after(std::chrono::milliseconds(sh_.s.config.write_timeout_ms) +
+                          std::chrono::seconds(out.size() / sh_.s.config.min_transfer_rate));
+    boost::system::error_code ec;
+    co_await asio::async_write(stream_, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+    out.clear();
+    if (ec) throw boost::system::system_error(ec);
+  }
+
+  beast::tcp_stream stream_;
+  RespShared& sh_;
+  Connections& connections_;
+  Conn conn_;
+  std::uint64_t id_ = 0;
+  bool idle_ = false;
+};
+
+}  // namespace
+
+void start_resp_session(tcp::socket socket, RespShared& shared, Connections& connections) {
+  std::make_shared<Session>(std::move(socket), shared, connections)->start();
+}
+
+}  // namespace kcache::server::resp
