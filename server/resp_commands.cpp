@@ -72,7 +72,9 @@ Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey
     sh.expiries.clear(skey);
     return Error{Errc::not_found, "expired"};
   }
-  return sh.s.backend.get(skey);
+  auto got = sh.s.backend.get(skey);
+  if (got && !unwrap_value(*got)) return Error{Errc::corrupt, "a stored RESP value without its envelope"};
+  return got;
 }
 
 // GET: the value, or nil. With single-flight (see the header).
@@ -117,7 +119,7 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
     auto st = co_await run_blocking(s.pool, step_job);
     if (st.got) {
       s.metrics.resp_command("get", type, waited ? "waited_hit" : "hit");
-      bulk(out, std::string_view(reinterpret_cast<const char*>(st.got->data()), st.got->size()));
+      bulk(out, *unwrap_value(*st.got));
       co_return;
     }
     if (st.got.error().code == Errc::corrupt) {
@@ -190,7 +192,7 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
   const std::string& key = args[1];
   const std::string skey = storage_key(key);
   const std::string type = cache_type(key);
-  std::vector<std::uint8_t> value(args[2].begin(), args[2].end());
+  std::vector<std::uint8_t> value = wrap_value(args[2]);
   args[2].clear();
   args[2].shrink_to_fit();
   struct Outcome {
@@ -246,7 +248,7 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
     co_return;
   }
   s.metrics.resp_command("set", type, "stored");
-  s.metrics.stored(meta.target, meta.mode, value.size());
+  s.metrics.stored(meta.target, meta.mode, value.size());  // with the 8-byte envelope
   // Wake the GETs waiting on this key (single-flight) and end our window.
   auto land_job = [&sh, &c, &skey] {
     if (auto it = c.flights.find(skey); it != c.flights.end()) {
@@ -272,7 +274,7 @@ asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::strin
     const auto type = cache_type(args[i + 1]);
     if (got[i]) {
       sh.s.metrics.resp_command("mget", type, "hit");
-      bulk(out, std::string_view(reinterpret_cast<const char*>(got[i]->data()), got[i]->size()));
+      bulk(out, *unwrap_value(*got[i]));
     } else {
       sh.s.metrics.resp_command("mget", type, "miss");
       null(out, c.proto);

@@ -47,6 +47,24 @@ storage::EntryMeta entry_meta(std::string_view resp_key) {
   return m;
 }
 
+namespace {
+constexpr std::string_view k_magic = "KCRESP1\n";
+}
+
+std::vector<std::uint8_t> wrap_value(std::string_view value) {
+  std::vector<std::uint8_t> out;
+  out.reserve(k_magic.size() + value.size());
+  out.insert(out.end(), k_magic.begin(), k_magic.end());
+  out.insert(out.end(), value.begin(), value.end());
+  return out;
+}
+
+std::optional<std::string_view> unwrap_value(const std::vector<std::uint8_t>& stored) {
+  const std::string_view all(reinterpret_cast<const char*>(stored.data()), stored.size());
+  if (all.substr(0, k_magic.size()) != k_magic) return std::nullopt;
+  return all.substr(k_magic.size());
+}
+
 void Expiries::set(const std::string& skey, Clock::time_point when) {
   std::lock_guard lock(mu_);
   at_[skey] = when;

@@ -5,7 +5,9 @@
 // SHA-256("kcache-resp-v1\0" + key) — its own namespace, never equal to an
 // artifact key by construction — with the RESP key itself as the entry's
 // label (so `kcache ls --mode resp` lists them), mode "resp" and the key's
-// cache type as its target. Values are opaque bytes: no bundle check.
+// cache type as its target. Values are opaque bytes, stored behind an
+// 8-byte envelope ("KCRESP1\n") so that /v1/verify tells them from
+// malformed bundles (storage's own checksum covers their bytes).
 //
 // Expiries (SET … EX/PX) are kept in memory by this server only: after a
 // restart an entry stays until evicted. PyTorch's and Triton's remote
@@ -16,9 +18,11 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "storage/backend.hpp"
 
@@ -32,6 +36,10 @@ std::string storage_key(std::string_view resp_key);
 std::string cache_type(std::string_view resp_key);
 
 storage::EntryMeta entry_meta(std::string_view resp_key);
+
+std::vector<std::uint8_t> wrap_value(std::string_view value);
+// The value inside a stored object; nullopt when it has no envelope.
+std::optional<std::string_view> unwrap_value(const std::vector<std::uint8_t>& stored);
 
 class Expiries {
  public:

@@ -120,7 +120,10 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
         if server is not None:
             env["KCACHE_URL"] = url
         result = {"setup": setup, "n": n}
-        for wave in ("cold", "restart"):
+        # Without kcache nothing survives a restart into new containers: the
+        # restart wave is the cold wave again (run it with --none-restart).
+        waves = ("cold", "restart") if setup != "none" or args.none_restart else ("cold",)
+        for wave in waves:
             before = services.server_metrics(url) if server else {}
             res = launch(work, n, wave, setup, env, args, args.timeout)
             if server and "error" not in res:
@@ -153,6 +156,8 @@ def main() -> None:
     p.add_argument("--timeout", type=int, default=900, help="seconds per wave")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     p.add_argument("--keep", action="store_true", help="keep the work folders")
+    p.add_argument("--none-restart", action="store_true",
+                   help="also run the no-kcache setup's restart wave (a repeat of its cold wave)")
     args = p.parse_args()
 
     # SIGTERM cleans up like Ctrl-C.

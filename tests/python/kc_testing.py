@@ -66,6 +66,13 @@ class ServerProcess:
             self.proc.kill()
             raise RuntimeError(f"kcache-server did not start: {line!r} {self.log_path.read_text()}")
         self.url = "http://" + line.split()[-1]
+        self.resp_port = None
+        if "--resp-listen" in args:
+            line = self.proc.stdout.readline().decode()
+            if not line.startswith("resp listening on "):
+                self.proc.kill()
+                raise RuntimeError(f"no RESP endpoint announced: {line!r} {self.log_path.read_text()}")
+            self.resp_port = int(line.split()[-1].rsplit(":", 1)[1])
 
     def metrics(self) -> dict[str, float]:
         """Prometheus samples without labels, summed over label sets."""

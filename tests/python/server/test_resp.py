@@ -159,6 +159,8 @@ def test_disk_storage_persists_across_restarts_and_is_listed_by_type(start_serve
     assert 'kcache_resp_commands_total{command="set",type="pt2:autograd-experimental",result="stored"} 1' in metrics
     stats = srv.get("/v1/stats").json()
     assert stats["by_mode"]["resp"]["entries"] == 2
+    scrub = srv.request("POST", "/v1/verify?remove=true").json()  # values are not taken for broken bundles
+    assert scrub["checked"] == 2 and scrub["corrupt"] == [], scrub
     assert srv.stop() == 0
     again = start_server(storage=storage, args=["--resp-listen", "127.0.0.1:0"])
     assert redis.Redis(port=again.resp_port).get("pt2:fx-graph-v1::abc:c1") == b"graph"
