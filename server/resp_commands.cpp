@@ -44,12 +44,16 @@ void storage_error(Services& s, std::string& out, const char* op, const Error& e
 }
 
 // Allowed? Appends the refusal to `out` when not.
-bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
+Request as_request(const Conn& c) {
   Request req;
   req.peer = c.peer;
   req.peer_loopback = c.loopback;
   if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
-  const auto d = sh.s.authorizer.authorize(req, needed);
+  return req;
+}
+
+bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
+  const auto d = sh.s.authorizer.authorize(as_request(c), needed);
   if (d.allowed) return true;
   if (d.status == 401) {
     error(out, "NOAUTH Authentication required.");
@@ -57,6 +61,10 @@ bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, s
     error(out, "NOPERM this connection's token has no permission to run the '" + std::string(cmd) + "' command");
   }
   return false;
+}
+
+bool may(const RespShared& sh, const Conn& c, Role needed) {
+  return sh.s.authorizer.authorize(as_request(c), needed).allowed;
 }
 
 bool flight_eligible(const RespShared& sh, std::string_view key) {
@@ -104,13 +112,16 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
   };
   bool waited = false;
   const auto deadline = Clock::now() + std::chrono::milliseconds(s.config.resp_flight_window_ms);
-  auto step_job = [&sh, &skey, &c, flight, &waited] {
+  // Only a connection that may SET the key can be its compiler: a reader's
+  // miss must not make others wait for a SET that cannot come.
+  const bool can_write = flight && may(sh, c, Role::write);
+  auto step_job = [&sh, &skey, &c, flight, can_write, &waited] {
     Step st{lookup(sh, skey), {}, std::nullopt};
     // A miss on a flight key: become its compiler, or learn how long the
     // compiler's window lasts. Our own window, or a wait already done, is a
     // plain miss.
     if (flight && !st.got && st.got.error().code == Errc::not_found && !c.flights.count(skey)) {
-      if (!waited) st.grant = sh.flights->acquire(skey, c.peer);
+      if (!waited && can_write) st.grant = sh.flights->acquire(skey, c.peer);
       if (!st.grant.granted) st.until = sh.flights->live_until(skey);
     }
     return st;
@@ -355,11 +366,9 @@ void auth(RespShared& sh, Conn& c, const std::string& token, std::string& out) {
                "Are you sure your configuration is correct?");
     return;
   }
-  Request req;
-  req.peer = c.peer;
-  req.peer_loopback = c.loopback;
-  req.headers.emplace_back("authorization", "Bearer " + token);
-  if (!sh.s.authorizer.authorize(req, Role::read).allowed) {
+  Conn probe = c;
+  probe.token = token;
+  if (!may(sh, probe, Role::read)) {
     error(out, "WRONGPASS invalid username-password pair or user is disabled.");
     return;
   }

@@ -10,8 +10,8 @@
 // AUTH (or HELLO … AUTH); --anonymous-read lets it read meanwhile.
 //
 // Implicit single-flight (--resp-flight-window-ms, --resp-flight-prefixes):
-// a GET miss on a key with a listed prefix makes the caller the key's
-// compiler for the window (it gets the miss at once); other GETs of the key
+// a GET miss on a key with a listed prefix, by a connection with the write
+// role, makes the caller the key's compiler for the window (it gets the miss at once); other GETs of the key
 // wait until its SET lands, the compiler's connection closes, or the window
 // ends — then answer the value, or a miss without becoming compilers.
 // Thread safety: a Conn belongs to one session; RespShared is shared.

@@ -214,6 +214,17 @@ def test_single_flight_compiler_disconnect_releases_waiters(resp):
     assert value is None and dt < 5, results
 
 
+def test_a_reader_never_opens_a_window(resp, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{t} {role}\n" for role, t in TOKENS.items()))
+    srv, _ = resp("--tokens", str(tokens), "--resp-flight-window-ms", "20000")
+    key = "pt2:fx-graph-v1::r:c1"
+    assert redis.Redis(port=srv.resp_port, password=TOKENS["read"]).get(key) is None
+    t0 = time.monotonic()
+    assert redis.Redis(port=srv.resp_port, password=TOKENS["write"]).get(key) is None  # no wait: it compiles
+    assert time.monotonic() - t0 < 1
+
+
 def test_no_single_flight_for_autograd_entries_or_when_off(resp):
     srv, first = resp()
     key = "pt2:autograd-experimental::x:c1"  # written after the first backward: never waited on
