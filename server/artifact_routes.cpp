@@ -60,14 +60,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
     auto ex = co_await asio::this_coro::executor;
     waiter = s.waiters.add(key, ex);
   }
-  struct Unregister {
-    Services& s;
-    const std::string& key;
-    std::shared_ptr<Waiter>& w;
-    ~Unregister() {
-      if (w) s.waiters.remove(key, w);
-    }
-  } unregister{s, key, waiter};
+  WaiterGuard unregister(s.waiters, key, waiter);
 
   bool waited = false;
   struct Lookup {

@@ -96,14 +96,7 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
     auto ex = co_await asio::this_coro::executor;
     waiter = s.waiters.add(skey, ex);
   }
-  struct Unregister {
-    Services& s;
-    const std::string& key;
-    std::shared_ptr<Waiter>& w;
-    ~Unregister() {
-      if (w) s.waiters.remove(key, w);
-    }
-  } unregister{s, skey, waiter};
+  WaiterGuard unregister(s.waiters, skey, waiter);
 
   struct Step {
     Result<std::vector<std::uint8_t>> got;

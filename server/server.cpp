@@ -145,42 +145,20 @@ struct Server::Impl {
     return a;
   }
 
-  asio::awaitable<void> resp_accept_loop() {
-    for (;;) {
-      boost::system::error_code ec;
-      auto strand = asio::make_strand(*ioc);
-      tcp::socket socket = co_await resp_acceptor->async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (draining.load() || ec == asio::error::operation_aborted) co_return;
-        spdlog::warn("RESP accept failed: {}", ec.message());
-        auto ex = co_await asio::this_coro::executor;
-        asio::steady_timer t(ex, std::chrono::milliseconds(50));
-        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        continue;
-      }
-      boost::system::error_code opt_ec;
-      socket.set_option(tcp::no_delay(true), opt_ec);
-      metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      if (connections.count() >= config.max_connections) {
-        metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
-        socket.close(opt_ec);
-        continue;
-      }
-      resp::start_resp_session(std::move(socket), *resp_shared, connections);
-    }
-  }
-
-  asio::awaitable<void> accept_loop() {
+  // Accepts on `a` until the drain closes it; `serve(socket, over_limit)`
+  // takes each connection (over_limit: --max-connections is reached).
+  template <typename Serve>
+  asio::awaitable<void> accept_loop(tcp::acceptor& a, const char* what, Serve serve) {
     for (;;) {
       boost::system::error_code ec;
       // A strand per connection; named, not a temporary of the co_await
       // expression (g++ 12 destroys those twice).
       auto strand = asio::make_strand(*ioc);
-      tcp::socket socket = co_await acceptor->async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
+      tcp::socket socket = co_await a.async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (draining.load() || ec == asio::error::operation_aborted) co_return;
         // EMFILE and friends: back off briefly instead of spinning.
-        spdlog::warn("accept failed: {}", ec.message());
+        spdlog::warn("{} accept failed: {}", what, ec.message());
         auto ex = co_await asio::this_coro::executor;
         asio::steady_timer t(ex, std::chrono::milliseconds(50));
         co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -189,18 +167,31 @@ struct Server::Impl {
       boost::system::error_code opt_ec;
       socket.set_option(tcp::no_delay(true), opt_ec);
       metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      if (connections.count() >= config.max_connections) {
-        if (tls) {
-          // A plain-text 503 would be noise to a TLS client; close instead.
-          metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
-          socket.close(opt_ec);
-        } else {
-          reject_connection(std::move(socket), *services);
-        }
-        continue;
-      }
-      start_session(std::move(socket), *services, connections, tls ? tls->current() : nullptr);
+      serve(std::move(socket), connections.count() >= config.max_connections);
     }
+  }
+
+  void serve_http(tcp::socket socket, bool over_limit) {
+    if (!over_limit) {
+      start_session(std::move(socket), *services, connections, tls ? tls->current() : nullptr);
+    } else if (tls) {
+      // A plain-text 503 would be noise to a TLS client; close instead.
+      metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+      boost::system::error_code ec;
+      socket.close(ec);
+    } else {
+      reject_connection(std::move(socket), *services);
+    }
+  }
+
+  void serve_resp(tcp::socket socket, bool over_limit) {
+    if (!over_limit) {
+      resp::start_resp_session(std::move(socket), *resp_shared, connections);
+      return;
+    }
+    metrics.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    boost::system::error_code ec;
+    socket.close(ec);
   }
 
   // Counts leases that ran out even when nobody asks about them.
@@ -322,8 +313,15 @@ int Server::run() {
                im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms,
                im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
                im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"));
-  asio::co_spawn(*im.ioc, im.accept_loop(), asio::detached);
-  if (im.resp_acceptor) asio::co_spawn(*im.ioc, im.resp_accept_loop(), asio::detached);
+  asio::co_spawn(*im.ioc,
+                 im.accept_loop(*im.acceptor, "HTTP", [&im](tcp::socket s, bool over) { im.serve_http(std::move(s), over); }),
+                 asio::detached);
+  if (im.resp_acceptor) {
+    asio::co_spawn(*im.ioc,
+                   im.accept_loop(*im.resp_acceptor, "RESP",
+                                  [&im](tcp::socket s, bool over) { im.serve_resp(std::move(s), over); }),
+                   asio::detached);
+  }
   asio::co_spawn(*im.ioc, im.sweep_loop(), asio::detached);
 
   std::vector<std::thread> threads;

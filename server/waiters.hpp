@@ -49,4 +49,22 @@ class Waiters {
   std::multimap<std::string, std::shared_ptr<Waiter>> waiting_;  // GUARDED_BY(mu_)
 };
 
+// Unregisters a waiter when the scope ends (nothing when it is null). Holds
+// references: `key` and `waiter` must outlive the guard.
+class WaiterGuard {
+ public:
+  WaiterGuard(Waiters& waiters, const std::string& key, const std::shared_ptr<Waiter>& waiter)
+      : waiters_(waiters), key_(key), waiter_(waiter) {}
+  ~WaiterGuard() {
+    if (waiter_) waiters_.remove(key_, waiter_);
+  }
+  WaiterGuard(const WaiterGuard&) = delete;
+  WaiterGuard& operator=(const WaiterGuard&) = delete;
+
+ private:
+  Waiters& waiters_;
+  const std::string& key_;
+  const std::shared_ptr<Waiter>& waiter_;
+};
+
 }  // namespace kcache::server

@@ -1,3 +1,3 @@
 """pytest fixtures for the server tests; helpers live in server_harness.py."""
 
-from server_harness import _require_binary, server, start_server  # noqa: F401
+from server_harness import _require_binary, redis_port, redis_server, redis_url, server, start_server  # noqa: F401

@@ -209,38 +209,15 @@ def test_health_and_ready(server):
     assert r.status == 200 and r.json() == {"status": "ready", "storage": "memory"}
 
 
-def test_readyz_503_when_storage_is_unreachable(start_server, tmp_path):
+def test_readyz_503_when_storage_is_unreachable(start_server, redis_server):
     """With Redis storage, /readyz follows Redis: 200 while up, 503 once it is gone."""
-    redis_server = shutil.which("redis-server")
-    if not redis_server:
-        pytest.skip("redis-server not installed")
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    redis = subprocess.Popen([redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no", "--dir", str(tmp_path)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        import time
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        srv = start_server(storage=f"redis://127.0.0.1:{port}/0?connect_timeout_ms=200&timeout_ms=500")
-        r = srv.get("/readyz")
-        assert r.status == 200 and r.json()["storage"] == "redis"
-        redis.terminate()
-        redis.wait(10)
-        r = srv.get("/readyz")
-        assert r.status == 503 and r.json()["error"] == "storage_unavailable"
-        r = srv.get(f"/v1/artifacts/{new_key()}")
-        assert r.status == 503 and r.json()["error"] == "storage_unavailable"
-        assert "storage_errors_total" in srv.get("/metrics").body.decode()
-        assert srv.get("/v1/stats").json()["storage_errors"] >= 1
-    finally:
-        if redis.poll() is None:
-            redis.kill()
-            redis.wait()
+    srv = start_server(storage=f"redis://127.0.0.1:{redis_server.port}/0?connect_timeout_ms=200&timeout_ms=500")
+    r = srv.get("/readyz")
+    assert r.status == 200 and r.json()["storage"] == "redis"
+    redis_server.stop()
+    r = srv.get("/readyz")
+    assert r.status == 503 and r.json()["error"] == "storage_unavailable"
+    r = srv.get(f"/v1/artifacts/{new_key()}")
+    assert r.status == 503 and r.json()["error"] == "storage_unavailable"
+    assert "storage_errors_total" in srv.get("/metrics").body.decode()
+    assert srv.get("/v1/stats").json()["storage_errors"] >= 1

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from server_harness import REDIS, make_bundle, new_key, redis_port, redis_url  # noqa: F401
+from server_harness import REDIS, make_bundle, new_key
 
 pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server not installed")
 

@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from server_harness import redis_port  # noqa: F401
 
 redis = pytest.importorskip("redis")
 TOKENS = {"read": "r" * 24, "write": "w" * 24, "admin": "a" * 24}
@@ -49,14 +48,14 @@ SCRIPT = [
 ]
 
 
-def test_same_answers_as_redis_server(resp, redis_port):  # noqa: F811
+def test_same_answers_as_redis_server(resp, redis_port):
     _, ours = resp()
     theirs = redis.Redis(host="127.0.0.1", port=redis_port, socket_timeout=10)
     for cmd in SCRIPT:
         assert outcome(ours, *cmd) == outcome(theirs, *cmd), cmd
 
 
-def test_expiry_like_redis(resp, redis_port):  # noqa: F811
+def test_expiry_like_redis(resp, redis_port):
     _, ours = resp()
     theirs = redis.Redis(host="127.0.0.1", port=redis_port)
     for c in (ours, theirs):
@@ -67,7 +66,7 @@ def test_expiry_like_redis(resp, redis_port):  # noqa: F811
     assert ours.exists("short") == theirs.exists("short") == 0
 
 
-def test_pipelining(resp, redis_port):  # noqa: F811
+def test_pipelining(resp, redis_port):
     _, ours = resp()
     theirs = redis.Redis(host="127.0.0.1", port=redis_port)
     answers = []
@@ -82,7 +81,7 @@ def test_pipelining(resp, redis_port):  # noqa: F811
     assert answers[0][1] == b"value-0" * 10
 
 
-def test_redis_cli_and_inline_commands(resp, redis_port):  # noqa: F811
+def test_redis_cli_and_inline_commands(resp, redis_port):
     cli = shutil.which("redis-cli")
     if cli is None:
         pytest.skip("redis-cli not installed")
