@@ -71,6 +71,31 @@ def target_checks(results: list[dict]) -> list[str]:
     return lines
 
 
+def headline(results: list[dict]) -> list[str]:
+    """At the largest N: kcache's setups against no kcache."""
+    by = _by(results)
+    top = max(r["n"] for r in results)
+    none = by.get(("none", top), {}).get("cold")
+    if not none or "error" in none:
+        return []
+    lines = [f"At N={top}, without kcache every rank compiles: {none['all_ready_s']:.0f} s until all regions "
+             f"are ready, {none['cxx_codegen']} host-compiler builds, {none['cxx_cpu_s']:.0f} CPU-s of g++."]
+    for setup in KCACHE_SETUPS:
+        r = by.get((setup, top), {})
+        cold, restart = r.get("cold"), r.get("restart")
+        if not cold or "error" in cold:
+            continue
+        text = (f"- **{setup}**: {cold['all_ready_s']:.0f} s ({none['all_ready_s'] / cold['all_ready_s']:.1f}x sooner), "
+                f"{cold['cxx_codegen']} builds, {cold['cxx_cpu_s']:.0f} CPU-s of g++ "
+                f"({none['cxx_cpu_s'] / max(cold['cxx_cpu_s'], 1e-9):.0f}x less)")
+        if restart and "error" not in restart:
+            text += (f"; restart wave {restart['all_ready_s']:.0f} s with {restart['cxx_codegen']} builds "
+                     f"({restart['cxx_cpu_s']:.1f} CPU-s of g++ for Inductor's header preprocessing and "
+                     f"kcache's `-march=native` query)")
+        lines.append(text + ".")
+    return lines
+
+
 def losses_check(results: list[dict]) -> list[str]:
     """Every rank's losses, compared across setups and waves at the same N."""
     lines = []
@@ -163,6 +188,10 @@ def write(results_path: Path, report_path: Path, plot_path: Path) -> None:
         "'g++ codegen' counts runs that wrote an object or shared library; 'all runs' adds Inductor's "
         "preprocessing of its C++ header in each fresh cache directory and kcache's one `-march=native` "
         "query per process.",
+        "",
+        "## Headline",
+        "",
+        *headline(results),
         "",
         "## Targets",
         "",
