@@ -124,7 +124,15 @@ start_server() {  # $1: storage URI
   done
   tail -20 "$work/server.log"; fail "server container did not become ready"
 }
-stop_server() { kill -TERM "$server_pid"; wait "$server_pid" || fail "server exited non-zero on SIGTERM"; }
+# SIGTERM goes to the server itself: `buildah run` answers a signal by
+# killing its child, which is not what an engine's `docker stop` does.
+stop_server() {
+  local spid
+  spid=$(pgrep -f "^/usr/local/bin/kcache-server --listen 0.0.0.0:$port ") || fail "no server process"
+  kill -TERM "$spid"
+  wait "$server_pid" || fail "server exited non-zero on SIGTERM"
+  grep -q "stopped" "$work/server.log" || fail "no clean drain in the server log"
+}
 
 start_server "redis://127.0.0.1:$rport/0"
 ss -ltn | grep -q "0.0.0.0:$port " || fail "the server does not listen on 0.0.0.0"
@@ -159,7 +167,7 @@ say "server container restart (SIGTERM drain), then Redis restart (AOF)"
 stop_server
 start_server "redis://127.0.0.1:$rport/0"
 get_matches || fail "entry lost across a server restart"
-kill -TERM "$redis_pid"; wait "$redis_pid" || true
+kill -TERM "$(pgrep -f "redis-server 127.0.0.1:$rport")"; wait "$redis_pid" || true
 start_redis
 get_matches || fail "entry lost across a Redis restart"
 stop_server
@@ -168,6 +176,10 @@ say "disk profile: the volume survives a restart"
 start_server "disk:/var/lib/kcache"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $write" --data-binary @"$work/bundle" "http://127.0.0.1:$port/v1/artifacts/$key")
 [[ $code == 201 ]] || fail "disk PUT answered $code"
+# The object must be on the host side of the volume; if not, the bind mount
+# was not in place for this container run (seen once with buildah's chroot
+# isolation: the server wrote into the container's own /var/lib/kcache).
+[[ -e $work/kcache-data/objects/${key:0:2}/$key ]] || fail "the PUT did not reach the mounted volume"
 stop_server
 start_server "disk:/var/lib/kcache"
 get_matches || fail "entry lost across a restart on the disk volume"
