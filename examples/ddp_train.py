@@ -30,6 +30,8 @@ T_START = time.time()
 
 
 def parse() -> argparse.Namespace:
+    # Parsed before torch is imported (the cache directories must be set
+    # first), so not shared with train_regional.py, which imports torch.
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "llama"], default="gpt2")
     p.add_argument("--layers", type=int, default=2)
