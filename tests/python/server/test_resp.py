@@ -249,3 +249,17 @@ def test_hello_speaks_resp2_and_the_resp3_that_redis_py_asks_for(resp):
     assert resp2.set("k", "v") and resp2.get("k") == b"v" and resp2.get("none") is None
     assert c.execute_command("CLIENT", "SETINFO", "LIB-NAME", "x") == b"OK"
     assert outcome(c, "SELECT", "1")[0] == "error"  # one database only (Redis has 16)
+
+
+def test_dead_redis_storage_is_a_clear_error_and_the_server_stays_up(start_server, redis_server):
+    srv = start_server(storage=f"redis://127.0.0.1:{redis_server.port}/0?connect_timeout_ms=200&timeout_ms=500",
+                       args=["--resp-listen", "127.0.0.1:0"])
+    c = redis.Redis(port=srv.resp_port, socket_timeout=10, retry=None)
+    assert c.set("k", "v") and c.get("k") == b"v"
+    redis_server.stop()
+    with pytest.raises(redis.ResponseError, match="storage"):
+        c.get("k")
+    with pytest.raises(redis.ResponseError, match="storage"):
+        c.set("k2", "v")
+    assert c.ping()
+    assert srv.get("/v1/stats").json()["storage_errors"] >= 2
