@@ -14,6 +14,7 @@ namespace kcache::python {
 void bind_keys(pybind11::module_& m);
 void bind_artifact(pybind11::module_& m);
 void bind_client(pybind11::module_& m);
+void bind_gpu(pybind11::module_& m);
 
 // Raises kcache.KcacheError(code, message) for an error value: Python code
 // sees ordinary exceptions, with the error code as `.code`.

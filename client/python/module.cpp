@@ -27,4 +27,5 @@ PYBIND11_MODULE(_core, m) {
   kcache::python::bind_keys(m);
   kcache::python::bind_artifact(m);
   kcache::python::bind_client(m);
+  kcache::python::bind_gpu(m);
 }

@@ -88,12 +88,18 @@ def native_target_flags() -> str:
 
 
 def _fixed_target(device_type: str) -> str | None:
-    """KCACHE_TARGET, or the GPU arch (never the device index)."""
+    """KCACHE_TARGET, or the GPU arch (never the device index).
+
+    Device 0's arch: kcache caches only regions on cuda:0 (docs/keys.md,
+    "Device indices"), and the C++ client asks the CUDA driver for the same
+    device (kcache._core.cuda_target(); tests/python/test_cuda_target.py
+    shows the two agree).
+    """
     override = os.environ.get("KCACHE_TARGET")
     if override:
         return override
     if device_type == "cuda":
-        major, minor = torch.cuda.get_device_capability()
+        major, minor = torch.cuda.get_device_capability(0)
         return f"cuda:sm_{major}{minor}"
     return None
 
