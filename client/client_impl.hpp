@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/bundle.hpp"
+#include "artifact/cubin_listing.hpp"
 #include "client/client.hpp"
+#include "client/cuda_target.hpp"
 #include "client/lease_renewer.hpp"
 #include "client/log.hpp"
 #include "client/node_tier.hpp"
@@ -73,8 +76,35 @@ struct Client::Impl {
     return o;
   }
   Result<artifact::Bundle> verify(std::string_view key, std::span<const std::uint8_t> bytes) const {
-    return artifact::read_bundle(bytes, read_options(key, /*with_trust=*/true));
+    auto b = artifact::read_bundle(bytes, read_options(key, /*with_trust=*/true));
+    if (!b.ok() || !lists_cubins(b->manifest)) return b;
+    // A bundle with cubins must match this process's GPU (docs/artifact.md).
+    auto fits = artifact::check_cubins_for_target(b->manifest, {}, gpu_target());
+    if (!fits.ok()) return fits.error();
+    return b;
   }
+
+  static bool lists_cubins(const nlohmann::json& m) {
+    return m.is_object() && m.contains("cubins") && !(m["cubins"].is_array() && m["cubins"].empty());
+  }
+
+  // KCACHE_TARGET, else the CUDA driver's device 0, asked once and only when a
+  // bundle with cubins arrives (a CPU job never loads the driver); "" when
+  // neither is known, and then cubins are not checked here (the compile layer
+  // still checks against its key's target).
+  const std::string& gpu_target() const {
+    std::call_once(gpu_target_once, [this] {
+      auto t = resolve_cuda_target(cfg.target);
+      if (t.ok()) {
+        gpu_target_value = *t;
+      } else {
+        log(LogLevel::info, "cubins not checked by the client: " + t.error().message);
+      }
+    });
+    return gpu_target_value;
+  }
+  mutable std::once_flag gpu_target_once;
+  mutable std::string gpu_target_value;
 
   void count_hit(std::atomic<std::uint64_t>& counter, const artifact::Bundle& b) {
     counter.fetch_add(1);

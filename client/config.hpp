@@ -44,8 +44,10 @@ struct KCACHE_CLIENT_API ClientConfig {
   // 0 = unlimited. Default 10 GiB.
   std::uint64_t local_max_bytes = 10ull << 30;
 
-  // Carried for the compile layer, not used by the client: the default
-  // torch.compile mode and a target override. KCACHE_MODE, KCACHE_TARGET.
+  // The default torch.compile mode (carried for the compile layer) and the
+  // target override (KCACHE_MODE, KCACHE_TARGET). The client checks the cubins
+  // a fetched bundle lists against `target`, or, when it is empty, against
+  // the CUDA driver's device 0 (client/cuda_target.hpp).
   std::string mode;
   std::string target;
 

@@ -61,7 +61,8 @@ void bind_client(py::module_& m) {
                   std::optional<int> wait_budget_ms, std::optional<int> long_poll_ms,
                   std::optional<int> retries, std::optional<int> breaker_threshold,
                   std::optional<int> breaker_cooldown_ms, std::optional<std::string> miss_log,
-                  std::optional<std::string> log_level, std::optional<std::string> client_name) {
+                  std::optional<std::string> log_level, std::optional<std::string> client_name,
+                  std::optional<std::string> target) {
                  ClientConfig c;
                  if (url) c.url = *url;
                  if (token) c.token = *token;
@@ -90,6 +91,7 @@ void bind_client(py::module_& m) {
                  if (miss_log) c.miss_log = *miss_log;
                  if (log_level) c.log_level = *log_level;
                  if (client_name) c.client_name = *client_name;
+                 if (target) c.target = *target;
                  return make_client(std::move(c));
                }),
            py::arg("url") = std::nullopt, py::arg("token") = std::nullopt,
@@ -103,6 +105,7 @@ void bind_client(py::module_& m) {
            py::arg("breaker_threshold") = std::nullopt,
            py::arg("breaker_cooldown_ms") = std::nullopt, py::arg("miss_log") = std::nullopt,
            py::arg("log_level") = std::nullopt, py::arg("client_name") = std::nullopt,
+           py::arg("target") = std::nullopt,
            "A client configured in code. url=None: node tier only; local_dir=None: ~/.cache/kcache,"
            " local_dir='none': no node tier. trusted_keys / signing_key: PEM text or file paths.")
       .def_static(
