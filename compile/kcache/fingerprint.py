@@ -158,8 +158,14 @@ def input_role(node: torch.fx.Node, value: Any) -> str:
     return "act"
 
 
-def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> RegionFingerprint:
-    """Canonical form of a Dynamo graph and its inputs (see module doc)."""
+def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], *,
+                      roles: list[str] | None = None,
+                      value_meta: str = "example_value") -> RegionFingerprint:
+    """Canonical form of a Dynamo graph and its inputs (see module doc).
+
+    A torch.export graph passes `roles` (from its graph signature) and
+    value_meta="val", where export keeps each placeholder's fake value.
+    """
     global _symbols
     _symbols = _Symbols()
     canon = _Canon()
@@ -175,7 +181,7 @@ def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Re
             placeholder_index += 1
             # Dynamo's fake value carries symbolic dims where the real example
             # input has concrete ones; the role comes from the real input.
-            traced = node.meta.get("example_value", value)
+            traced = node.meta.get(value_meta, value)
             if isinstance(traced, torch.Tensor):
                 desc = _tensor_desc(traced)
                 if isinstance(value, torch.Tensor) and value.requires_grad != traced.requires_grad:
@@ -184,7 +190,8 @@ def fingerprint_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Re
                 desc = "symint"
             else:
                 desc = canon.arg(value)
-            lines.append(f"{i}=in:{input_role(node, value)}:{desc}")
+            role = roles[placeholder_index - 1] if roles else input_role(node, value)
+            lines.append(f"{i}=in:{role}:{desc}")
         elif node.op == "get_attr":
             attr = gm
             for part in str(node.target).split("."):
