@@ -73,6 +73,9 @@ def _required() -> dict[str, bool]:
             torch._functorch.config, "force_non_lazy_backward_lowering"
         ),
         "torch._inductor.runtime.cache_dir_utils.cache_dir": _has_cache_dir(),
+        "torch._inductor.aoti_compile_and_package": hasattr(torch._inductor, "aoti_compile_and_package"),
+        "torch._inductor.config.aot_inductor.package_constants_in_so": hasattr(
+            torch._inductor.config.aot_inductor, "package_constants_in_so"),
     }
 
 
@@ -350,3 +353,20 @@ def host_compiler() -> str:
     from torch._inductor.cpp_builder import get_cpp_compiler
 
     return get_cpp_compiler()
+
+
+# ---------------------------------------------------------------- AOTInductor
+
+
+def aoti_compile_package(exported, package_path: str) -> str:
+    """Compiles a torch.export program into an AOTInductor package (.pt2)
+    whose weights are not baked in: the loader binds each block's own
+    tensors (update_constant_buffer / load_constants)."""
+    return torch._inductor.aoti_compile_and_package(
+        exported, package_path=package_path,
+        inductor_configs={"aot_inductor.package_constants_in_so": False})
+
+
+def aoti_load_package(package_path: str):
+    """PyTorch's Python loader for a .pt2 package (tests, the Python reference run)."""
+    return torch._inductor.aoti_load_package(package_path)
