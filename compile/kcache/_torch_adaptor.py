@@ -370,3 +370,32 @@ def aoti_compile_package(exported, package_path: str) -> str:
 def aoti_load_package(package_path: str):
     """PyTorch's Python loader for a .pt2 package (tests, the Python reference run)."""
     return torch._inductor.aoti_load_package(package_path)
+
+
+# ---------------------------------------------------------------- GPU kernels
+
+
+def triton_cubins(mega_cache: bytes) -> dict[str, bytes]:
+    """The Triton cubins inside Mega-Cache bytes, as {"<kernel hash>/<file>": bytes}.
+
+    On GPU, Inductor bundles each graph's compiled Triton kernels into its
+    FX-graph cache entry (config.bundle_triton_into_fx_graph_cache, on by
+    default): the cubins a restore installs travel inside the Mega-Cache, so
+    the bundle's manifest lists them from here (docs/artifact.md). On CPU
+    there are none.
+    """
+    import pickle
+
+    from torch.compiler._cache import CacheArtifactManager
+
+    found: dict[str, bytes] = {}
+    if not mega_cache:
+        return found
+    for artifact in CacheArtifactManager.deserialize(mega_cache).get("inductor", []):
+        entry = pickle.loads(artifact.content)
+        bundle = getattr(entry, "_triton_bundle", None)
+        for kernel in getattr(bundle, "kernel_artifacts", None) or []:
+            for file in kernel.artifacts:
+                if file.filename.endswith(".cubin"):
+                    found[f"{kernel.kernel_hash}/{file.filename}"] = file.payload
+    return found

@@ -22,7 +22,7 @@ from . import counters as stats
 from . import _torch_adaptor as adaptor
 from .region_key import device_type as _device_type
 from .region_key import region_key
-from .keyfields import CompileSettings
+from .keyfields import CompileSettings, short_target
 
 log = logging.getLogger("kcache")
 
@@ -143,6 +143,12 @@ class RegionBackend:
             compiled = self._restore(gm, example_inputs, patches, key, data, source)
             _ready_in_process.add(key)
             return compiled
+        except bundle_io.WrongArch as e:
+            # Cubins for another GPU arch (docs/artifact.md): refused, never run.
+            stats.bump(arch_refusals=1)
+            log.warning("kcache: bundle %s refused: %s; compiling here", key[:12], e)
+            self._drop_node_copy(key)
+            return adaptor.compile_uncached(gm, example_inputs, patches)
         except (_core.KcacheError, ValueError, OSError) as e:
             stats.bump(restore_failures=1)
             log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
@@ -150,7 +156,7 @@ class RegionBackend:
             return adaptor.compile_uncached(gm, example_inputs, patches)
 
     def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str):
-        bundle = bundle_io.unpack(data, key)
+        bundle = bundle_io.unpack(data, key, target=short_target(_device_type(example_inputs)))
         adaptor.restore_region(bundle.mega_cache, bundle.binaries)
         tier = "hits_server" if source == "server" else "hits_node"
         stats.bump(**{tier: 1}, bytes_fetched=len(data),

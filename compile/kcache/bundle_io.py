@@ -3,8 +3,10 @@
 Sections: "torch/mega_cache" holds PyTorch's Mega-Cache bytes (FX-graph and
 AOTAutograd cache entries); "inductor/<path>" holds each compiled binary at
 its path relative to the Inductor cache directory. The manifest carries the
-key's explanation, the label, the producer, compile seconds and PyTorch's own
-cache-entry keys (docs/artifact.md). Framing, compression, the trailer and
+key's explanation, the label, the producer, compile seconds, PyTorch's own
+cache-entry keys and every cubin the bundle carries with its ELF arch
+("cubins": binaries that are cubins and the Triton cubins inside the
+Mega-Cache); a restore refuses cubins for another GPU arch (docs/artifact.md). Framing, compression, the trailer and
 signatures are the C++ core's (artifact/), reached through kcache._core.
 """
 
@@ -17,10 +19,16 @@ import time
 from dataclasses import dataclass
 
 from . import _core
+from . import _torch_adaptor as adaptor
 from ._torch_adaptor import Capture
 
 MEGA_CACHE = "torch/mega_cache"
 BINARY_PREFIX = "inductor/"
+TRITON_PREFIX = MEGA_CACHE + ":triton/"  # names of cubins inside the Mega-Cache
+
+
+class WrongArch(ValueError):
+    """The bundle carries cubins for another GPU arch than the running one."""
 
 
 @dataclass
@@ -44,15 +52,31 @@ def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
     }
     sections = [(MEGA_CACHE, capture.mega_cache)]
     sections += [(BINARY_PREFIX + rel, data) for rel, data in sorted(capture.binaries.items())]
+    manifest["cubins"] = list_cubins(sections, capture.mega_cache)
     return _core.write_bundle(json.dumps(manifest), sections, signing_key_pem)
 
 
+def list_cubins(sections: list[tuple[str, bytes]], mega_cache: bytes) -> list[dict]:
+    """[{"name", "arch"}] of every cubin: sections that are cubins and the
+    Triton cubins inside the Mega-Cache bytes (ELF arch read by the C++ core)."""
+    inner = [(TRITON_PREFIX + name, blob)
+             for name, blob in sorted(adaptor.triton_cubins(mega_cache).items())]
+    return json.loads(_core.list_cubins(sections + inner))
+
+
 def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
-           require_signature: bool = False) -> Restorable:
-    """Verifies and opens a bundle for `key`; raises _core.KcacheError if bad."""
+           require_signature: bool = False, target: str | None = None) -> Restorable:
+    """Verifies and opens a bundle for `key`; raises _core.KcacheError if bad,
+    WrongArch when `target` is "cuda:sm_XX" and a cubin the bundle lists or
+    carries is for another arch."""
     manifest_text, sections, _signer = _core.read_bundle(
         data, expected_key=key, trusted_keys=trusted_keys or [],
         require_signature=require_signature)
+    if target:
+        try:
+            _core.check_cubins(manifest_text, sections, target)
+        except _core.KcacheError as e:
+            raise WrongArch(str(e).removeprefix("key_mismatch: ")) from None
     manifest = json.loads(manifest_text)
     mega = b""
     binaries: dict[str, bytes] = {}

@@ -17,6 +17,7 @@ class Stats:
     compiles: int = 0
     bypassed: int = 0  # regions kcache declined to cache (docs/keys.md)
     restore_failures: int = 0
+    arch_refusals: int = 0  # bundles with cubins for another GPU arch (docs/artifact.md)
     binary_misses: int = 0  # kernels rebuilt after a restore (docs/compile.md)
     verify_failures: int = 0  # restored regions refused by KCACHE_VERIFY_FIRST_USE
     store_failures: int = 0
