@@ -68,6 +68,14 @@ def last_keys() -> list[str]:
     return list(_keys_seen)
 
 
+def region_outcomes() -> list[dict[str, str]]:
+    """Each region this process keyed, in order: key, label and where its
+    artifact came from ("node", "server", "compiled", "local", "error")."""
+    from .backend import _outcomes
+
+    return [{"key": k, **v} for k, v in _outcomes.items()]
+
+
 def _settings(kwargs: dict[str, Any]) -> CompileSettings | None:
     backend = kwargs.get("backend", "inductor")
     if backend != "inductor" or os.environ.get("KCACHE_DISABLE") == "1":

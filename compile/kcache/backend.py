@@ -10,6 +10,7 @@ at most the compile the job would have done anyway.
 
 from __future__ import annotations
 
+import json
 import logging
 import pathlib
 import time
@@ -32,6 +33,10 @@ log = logging.getLogger("kcache")
 _ready_in_process: set[str] = set()
 # Every key this process computed, in order (kcache.api.last_keys()).
 _keys_seen: list[str] = []
+# key -> {"label", "status"}: what happened to each region the first time it
+# was seen here (status: the client's source — "node", "server", "compiled",
+# "local" — or "error"); kcache.prewarm reports it.
+_outcomes: dict[str, dict[str, str]] = {}
 
 
 def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
@@ -135,6 +140,8 @@ class RegionBackend:
         except _core.KcacheError as e:  # the client fails open; this is a last resort
             log.warning("kcache: cache unusable for %s (%s); compiling without it", key[:12], e)
             data, source = None, "error"
+        _outcomes.setdefault(key, {"label": json.loads(explanation).get("label", ""),
+                                   "status": source})
         if "compiled" in produced or data is None:
             stats.bump(misses=1)
             _ready_in_process.add(key)

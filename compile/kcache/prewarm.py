@@ -1,0 +1,159 @@
+"""Prewarm: compile a model's regions for this device and mode(s) and upload
+them, so that a cluster's first job starts warm.
+
+    python -m kcache.prewarm --model gpt2 --layers 12 --hidden 768 --heads 12 \\
+        --mode default --mode max-autotune --dtype bfloat16 --device cuda --train \\
+        --server http://kcache:8420
+
+Builds a transformers model from a config (random weights, nothing
+downloaded), compiles its regions with kcache.compile_regions and runs one
+step — forward, and backward with --train — so that every region is keyed,
+compiled (or found) and uploaded, then prints one line per region (key,
+target, status) and a final JSON line. The server and everything else come
+from the usual KCACHE_* settings (docs/client.md); --server overrides
+KCACHE_URL. Keys name the device's arch (cuda:sm_XX) and the batch and
+sequence shapes, so prewarm with the job's shapes, on the job's GPU type
+(or with KCACHE_TARGET set), and with every rank's device seen as cuda:0.
+Exit status 1 when anything could not be uploaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+VOCAB = 256
+POSITIONS = 128
+
+
+def build_model(kind: str, layers: int, hidden: int, heads: int,
+                dtype: torch.dtype | str = torch.float32) -> torch.nn.Module:
+    """A transformers causal LM ("gpt2" or "llama") from a small config.
+
+    Random weights, dropout 0, vocabulary 256, 128 positions (the same
+    configuration as examples/train_regional.py with heads=2, so its keys
+    match). A stable signature: other prewarm formats build models here too.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    if isinstance(dtype, str):
+        dtype = DTYPES[dtype]
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(
+            n_embd=hidden, n_layer=layers, n_head=heads, vocab_size=VOCAB, n_positions=POSITIONS,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    elif kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(
+            hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=heads, vocab_size=VOCAB,
+            max_position_embeddings=POSITIONS))
+    else:
+        raise ValueError(f"unknown model kind {kind!r} (gpt2, llama)")
+    return model.to(dtype)
+
+
+def run_step(model: torch.nn.Module, ids: torch.Tensor, train: bool) -> float:
+    """One forward (and backward when training): every region compiles here."""
+    if train:
+        model.train()
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        return loss.item()
+    model.eval()
+    with torch.no_grad():
+        return model(ids, labels=ids).loss.item()
+
+
+def prewarm(model: torch.nn.Module, *, modes: list[str], phases: list[str], device: str,
+            batch: int, seq: int) -> list[dict]:
+    """Compiles (or fetches) every region of `model` for each mode and phase;
+    returns kcache's per-region outcomes."""
+    import kcache
+    from kcache import api
+
+    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(0)).to(device)
+    model = model.to(device)
+    for mode in modes:
+        for phase in phases:
+            torch.compiler.reset()  # a fresh trace, so each mode's regions reach kcache
+            compiled = kcache.compile_regions(model, **({} if mode == "default" else {"mode": mode}))
+            start = time.perf_counter()
+            run_step(compiled, ids, phase == "train")
+            print(f"kcache.prewarm: mode={mode} phase={phase} step {time.perf_counter() - start:.1f} s",
+                  file=sys.stderr)
+            model.zero_grad(set_to_none=True)
+    return api.region_outcomes()
+
+
+def api_config() -> dict:
+    from kcache import api
+
+    return api._get_store().config
+
+
+def _check_device(device: str) -> str:
+    dev = torch.device(device)
+    if dev.type == "cuda" and (dev.index or 0) != 0:
+        raise SystemExit(f"kcache.prewarm: {device}: kcache caches regions on cuda:0 only; "
+                         "select the GPU with CUDA_VISIBLE_DEVICES (docs/operations.md)")
+    return "cuda:0" if dev.type == "cuda" else dev.type
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kcache.prewarm", description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["gpt2", "llama"], default="gpt2")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--mode", action="append", dest="modes",
+                   help="torch.compile mode, repeatable (default: default)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--train", action="store_true", help="forward + backward (the default)")
+    p.add_argument("--infer", action="store_true", help="forward under no_grad")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--server", help="kcache-server URL (default: KCACHE_URL)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    import kcache
+    from kcache import keyfields
+
+    device = _check_device(args.device)
+    if args.server:
+        kcache.configure(url=args.server)
+    phases = [p for p, on in (("train", args.train), ("infer", args.infer)) if on] or ["train"]
+    torch.manual_seed(0)
+    model = build_model(args.model, args.layers, args.hidden, args.heads, args.dtype)
+    outcomes = prewarm(model, modes=args.modes or ["default"], phases=phases, device=device,
+                       batch=args.batch, seq=args.seq)
+    target = keyfields.short_target(torch.device(device).type)
+    for o in outcomes:
+        print(f"{o['key'][:16]}  {target:<14} {o['status']:<9} {o['label']}")
+    stats = kcache.stats()
+    client = stats.get("client", {})
+    failed = client.get("upload_failures", 0) + client.get("server_errors", 0)
+    has_server = bool(api_config().get("url"))
+    not_uploaded = [o for o in outcomes
+                    if o["status"] == "error" or (has_server and o["status"] == "local")]
+    from kcache import _torch_adaptor as adaptor
+
+    print(json.dumps({"target": target, "regions": outcomes, "kcache": stats,
+                      "inductor": adaptor.counters().get("inductor", {})}))
+    if failed or not_uploaded:
+        print(f"kcache.prewarm: {len(not_uploaded)} region(s) compiled but not uploaded, "
+              f"{failed} server error(s); is the server reachable and writable?", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
