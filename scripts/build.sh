@@ -17,8 +17,12 @@ args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD
 if [[ ${SANITIZE:-0} == 1 ]]; then
   args+=(-DKCACHE_SANITIZE=ON -DKCACHE_BUILD_PYTHON=OFF)
 else
+  # The libtorch example (examples/cpp_regions) links the libtorch inside
+  # the pinned torch wheel.
   args+=(-DKCACHE_BUILD_PYTHON=ON -DPython_EXECUTABLE="$py"
-         -Dpybind11_DIR="$("$py" -m pybind11 --cmakedir)")
+         -Dpybind11_DIR="$("$py" -m pybind11 --cmakedir)"
+         -DKCACHE_BUILD_TORCH_EXAMPLES=ON
+         -DTorch_DIR="$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch")
 fi
 cmake "${args[@]}" >/dev/null
 ninja -C "$build" -j"$jobs"
