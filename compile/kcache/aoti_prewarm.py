@@ -75,22 +75,12 @@ def prewarm(model: torch.nn.Module, out_dir: str | pathlib.Path, *, command: str
     return {"regions": report, "stages": len(plan_stages), "plan": str(out / "plan.json")}
 
 
-def build_model(kind: str, layers: int, hidden: int, heads: int, vocab: int, seed: int):
-    """A transformers causal LM from a config (nothing downloaded), seeded."""
-    import transformers
+def seeded_model(kind: str, layers: int, hidden: int, heads: int, seed: int) -> torch.nn.Module:
+    """prewarm.build_model's configuration (vocabulary 256), weights from `seed`, eval mode."""
+    from .prewarm import build_model
 
     torch.manual_seed(seed)
-    if kind == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads,
-                                      vocab_size=vocab, n_positions=128)
-        return transformers.GPT2LMHeadModel(cfg).eval()
-    if kind == "llama":
-        cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=hidden,
-                                       num_attention_heads=heads, num_key_value_heads=heads,
-                                       intermediate_size=hidden * 2, vocab_size=vocab,
-                                       max_position_embeddings=128)
-        return transformers.LlamaForCausalLM(cfg).eval()
-    raise ValueError(f"--model must be gpt2 or llama, not {kind!r}")
+    return build_model(kind, layers, hidden, heads).eval()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,12 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-batch", type=int, default=16)
     p.add_argument("--out", required=True, help="folder for plan.json and weights.pt")
     a = p.parse_args(argv)
-    model = build_model(a.model, a.layers, a.hidden, a.heads, a.vocab, a.seed)
+    model = seeded_model(a.model, a.layers, a.hidden, a.heads, a.seed)
     command = "python -m kcache.aoti_prewarm " + " ".join(argv if argv is not None else sys.argv[1:])
     result = prewarm(model, a.out, command=command, max_batch=a.max_batch)
     for r in result["regions"]:

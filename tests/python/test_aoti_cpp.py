@@ -48,9 +48,9 @@ def _compiler_trap(tmp: pathlib.Path) -> tuple[str, pathlib.Path]:
 
 
 def _eager_model(kind: str):
-    from kcache.aoti_prewarm import build_model
+    from kcache.aoti_prewarm import seeded_model
 
-    return build_model(kind, LAYERS, HIDDEN, HEADS, VOCAB, seed=0)
+    return seeded_model(kind, LAYERS, HIDDEN, HEADS, seed=0)
 
 
 def run_cpp(plan: pathlib.Path, env: dict[str, str], tmp: pathlib.Path, *extra: str,
@@ -73,7 +73,7 @@ def prewarmed(request, tmp_path_factory):
     try:
         out = subprocess.run(
             [PYTHON, "-m", "kcache.aoti_prewarm", "--model", kind, "--layers", str(LAYERS),
-             "--hidden", str(HIDDEN), "--heads", str(HEADS), "--vocab", str(VOCAB), "--out", str(plan)],
+             "--hidden", str(HIDDEN), "--heads", str(HEADS), "--out", str(plan)],
             env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node")),
             capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
