@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import pathlib
 from collections.abc import Iterator
@@ -399,7 +400,13 @@ def triton_cubins(mega_cache: bytes) -> dict[str, bytes]:
     if not mega_cache:
         return found
     for artifact in CacheArtifactManager.deserialize(mega_cache).get("inductor", []):
-        entry = pickle.loads(artifact.content)
+        try:
+            entry = pickle.loads(artifact.content)
+        except Exception as e:  # noqa: BLE001 - a listing gap must not fail the compile
+            logging.getLogger("kcache").warning(
+                "kcache: cannot list the cubins of FX entry %s (%s); the bundle's "
+                "manifest will not list them", artifact.key, e)
+            continue
         bundle = getattr(entry, "_triton_bundle", None)
         for kernel in getattr(bundle, "kernel_artifacts", None) or []:
             for file in kernel.artifacts:
