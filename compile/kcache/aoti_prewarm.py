@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -94,13 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-batch", type=int, default=16)
     p.add_argument("--out", required=True, help="folder for plan.json and weights.pt")
     a = p.parse_args(argv)
+    if api._store is None and os.environ.get("KCACHE_URL"):
+        api.configure(local_dir="none")  # as kcache.prewarm: the server or a compile, never this node
     model = seeded_model(a.model, a.layers, a.hidden, a.heads, a.seed)
     command = "python -m kcache.aoti_prewarm " + " ".join(argv if argv is not None else sys.argv[1:])
     result = prewarm(model, a.out, command=command, max_batch=a.max_batch)
     for r in result["regions"]:
         print(f"{r['source']:9} {r['seconds']:7.2f}s {r['key'][:16]} {r['label']}")
+    client = api.stats().get("client", {})
     print(json.dumps({"stages": result["stages"], "regions": len(result["regions"]),
-                      "plan": result["plan"], "kcache": api.stats().get("client", {})}))
+                      "plan": result["plan"], "kcache": client}))
+    has_server = bool(api._get_store().config.get("url"))
+    not_stored = [r for r in result["regions"] if has_server and r["source"] not in ("compiled", "server")]
+    if not_stored or client.get("upload_failures", 0):
+        print(f"kcache.aoti_prewarm: {len(not_stored)} region(s) not on the server "
+              f"({client.get('upload_failures', 0)} failed uploads); is it reachable and writable?",
+              file=sys.stderr)
+        return 1
     return 0
 
 

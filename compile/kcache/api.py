@@ -30,16 +30,32 @@ _store = None
 
 
 def configure(url: str | None = None, local_dir: str | None = None, **client_options: Any) -> None:
-    """Configures the cache client in code; unset arguments come from KCACHE_*.
+    """Configures the cache client in code.
 
-    Without a URL (and without KCACHE_URL) regions are cached on this node
-    only. Options are those of kcache._core.Client (token, ca_file,
-    client_cert, client_key, trusted_keys, signing_key, read_only, …;
-    docs/client.md).
+    With only `url` and/or `local_dir`, every other KCACHE_* setting (token,
+    TLS files, trusted and signing keys, target, timeouts …) still applies:
+    the two arguments override KCACHE_URL / KCACHE_LOCAL_DIR ("none" turns
+    the node tier off). With any other option the client is built from the
+    arguments alone (url and local_dir falling back to KCACHE_URL and
+    KCACHE_LOCAL_DIR). Without a URL (and without KCACHE_URL) regions are
+    cached on this node only. Options are those of kcache._core.Client
+    (docs/client.md).
     """
     global _store
-    if url is None and local_dir is None and not client_options:
-        _store = _core.Client.from_env()
+    if not client_options:
+        overrides = {"KCACHE_URL": url, "KCACHE_LOCAL_DIR": local_dir}
+        saved = {k: os.environ.get(k) for k in overrides}
+        try:
+            for k, v in overrides.items():
+                if v is not None:
+                    os.environ[k] = v
+            _store = _core.Client.from_env()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         return
     env = _core.Client.from_env().config
     _store = _core.Client(url=url if url is not None else (env.get("url") or None),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -119,7 +120,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--server", help="kcache-server URL (default: KCACHE_URL)")
+    p.add_argument("--aoti", metavar="DIR",
+                   help="instead: compile AOTInductor packages for C++ jobs and write their "
+                        "plan to DIR (docs/aoti.md; same as python -m kcache.aoti_prewarm)")
     return p.parse_args(argv)
+
+
+def _prewarm_aoti(args: argparse.Namespace) -> int:
+    from . import aoti_prewarm
+
+    argv = ["--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
+            "--heads", str(args.heads), "--out", args.aoti]
+    return aoti_prewarm.main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     from kcache import keyfields
 
     device = _check_device(args.device)
-    if args.server:
-        kcache.configure(url=args.server)
+    url = args.server or os.environ.get("KCACHE_URL")
+    if url:
+        # With a server, this host's node tier is not asked: a region found
+        # there would never reach the server, and prewarm would report a
+        # cluster warm that is not. Every region comes from the server or is
+        # compiled here and uploaded.
+        kcache.configure(url=url, local_dir="none")
+    if args.aoti:
+        return _prewarm_aoti(args)
     phases = [p for p, on in (("train", args.train), ("infer", args.infer)) if on] or ["train"]
     torch.manual_seed(0)
     model = build_model(args.model, args.layers, args.hidden, args.heads, args.dtype)

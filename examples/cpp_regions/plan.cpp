@@ -1,5 +1,7 @@
 #include "plan.hpp"
 
+#include <cpuid.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -17,15 +19,39 @@ std::vector<std::string> strings(const nlohmann::json& j) {
   return j.get<std::vector<std::string>>();
 }
 
-// Inductor's vector ISA names and the CPU features each needs.
-bool cpu_has_isa(const std::string& isa) {
+bool cpuid7(unsigned reg_index, unsigned bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(7, 0, &r[0], &r[1], &r[2], &r[3])) return false;
+  return (r[reg_index] >> bit) & 1u;
+}
+
+// Inductor names a host's vector ISA by space-separated tokens
+// ("avx512 avx512_vnni amx_tile") and compiles for all of them. Every token
+// must be known and present here; an unknown one is refused rather than
+// risking SIGILL.
+std::string missing_isa(const std::string& isa) {
   __builtin_cpu_init();
-  if (isa.starts_with("avx512")) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  std::string missing;
+  std::stringstream tokens(isa);
+  for (std::string t; tokens >> t;) {
+    bool ok;
+    if (t == "avx512") {
+      ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    } else if (t == "avx2") {
+      ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    } else if (t == "avx512_vnni") {
+      ok = cpuid7(2, 11);  // ECX bit 11
+    } else if (t == "amx_tile") {
+      ok = cpuid7(3, 22) && cpuid7(3, 24) && cpuid7(3, 25);  // EDX: amx-bf16, amx-tile, amx-int8
+    } else if (t == "novec") {
+      ok = true;
+    } else {
+      ok = false;
+    }
+    if (!ok) missing += (missing.empty() ? "" : " ") + t;
   }
-  if (isa.starts_with("avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return true;  // no vector ISA or one this check does not know: compiled portably
+  return missing;
 }
 
 Status check_target(const PlanRegion& r) {
@@ -35,13 +61,14 @@ Status check_target(const PlanRegion& r) {
                                               "; this program runs regions on the CPU");
   }
   auto j = nlohmann::json::parse(t, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("isa")) {
+  if (j.is_discarded() || !j.is_object() || !j.contains("isa") || !j["isa"].is_string()) {
     return make_error(Errc::invalid_argument, "region " + r.label + ": unreadable target field");
   }
   std::string isa = j["isa"].get<std::string>();
-  if (!cpu_has_isa(isa)) {
-    return make_error(Errc::key_mismatch, "region " + r.label + " was compiled for the " + isa +
-                                              " vector ISA, which this CPU lacks");
+  if (std::string missing = missing_isa(isa); !missing.empty()) {
+    return make_error(Errc::key_mismatch, "region " + r.label + " was compiled for the vector ISA '" +
+                                              isa + "'; this CPU lacks (or kcache does not know) " +
+                                              missing);
   }
   return Ok{};
 }

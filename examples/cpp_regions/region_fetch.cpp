@@ -14,8 +14,9 @@ namespace {
 constexpr const char* k_package_section = "aoti/package.pt2";
 constexpr const char* k_region_format = "kcache-aoti-v1";
 
-Result<FetchedPackage> open_region(const PlanRegion& r, const std::vector<std::uint8_t>& bytes,
-                                   const std::string& workdir) {
+Result<FetchedPackage> open_region_unchecked(const PlanRegion& r,
+                                             const std::vector<std::uint8_t>& bytes,
+                                             const std::string& workdir) {
   artifact::ReadOptions opts;
   opts.expected_key = r.key;
   auto bundle = artifact::read_bundle(bytes, opts);
@@ -45,6 +46,18 @@ Result<FetchedPackage> open_region(const PlanRegion& r, const std::vector<std::u
     return out;
   }
   return make_error(Errc::corrupt, "bundle for " + r.label + " has no " + k_package_section);
+}
+
+// A manifest is the producer's JSON: a field of the wrong type is a corrupt
+// bundle, never an exception out of this program.
+Result<FetchedPackage> open_region(const PlanRegion& r, const std::vector<std::uint8_t>& bytes,
+                                   const std::string& workdir) {
+  try {
+    return open_region_unchecked(r, bytes, workdir);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(Errc::corrupt, "bundle for " + r.label + ": malformed manifest (" +
+                                         e.what() + ")");
+  }
 }
 
 }  // namespace

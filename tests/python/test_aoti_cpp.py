@@ -71,12 +71,24 @@ def prewarmed(request, tmp_path_factory):
     server = ServerProcess(tmp)
     plan = tmp / "plan"
     try:
+        # Both entry points: kcache.aoti_prewarm, and kcache.prewarm --aoti.
+        entry = ["kcache.aoti_prewarm", "--out", str(plan)] if kind == "gpt2" else \
+            ["kcache.prewarm", "--aoti", str(plan)]
         out = subprocess.run(
-            [PYTHON, "-m", "kcache.aoti_prewarm", "--model", kind, "--layers", str(LAYERS),
-             "--hidden", str(HIDDEN), "--heads", str(HEADS), "--out", str(plan)],
+            [PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
+             "--hidden", str(HIDDEN), "--heads", str(HEADS)],
             env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node")),
             capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
+        # With a server, prewarm skips this host's node tier (a region found
+        # there would never reach the server).
+        assert not list((tmp / "prewarm-node").rglob("objects/*/*"))
+        # A node tier holding every package, for the fault cases: what a C++
+        # process leaves behind after fetching from the server.
+        fill = subprocess.run([str(RUNNER), "--plan", str(plan)], capture_output=True, text=True,
+                              env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "filled-node")),
+                              timeout=300)
+        assert fill.returncode == 0, fill.stderr[-3000:]
         yield {"kind": kind, "tmp": tmp, "server": server, "plan": plan,
                "prewarm": json.loads(out.stdout.strip().splitlines()[-1]), "log": out.stdout}
     finally:
@@ -148,7 +160,7 @@ def test_python_and_cpp_agree_on_region_keys(prewarmed):
 def _node_with_one_bundle_changed(prewarmed, name: str, change) -> tuple[pathlib.Path, str]:
     """A copy of the prewarm node tier with one region's stored bundle changed."""
     node = prewarmed["tmp"] / name
-    shutil.copytree(prewarmed["tmp"] / "prewarm-node", node)
+    shutil.copytree(prewarmed["tmp"] / "filled-node", node)
     plan = json.loads((prewarmed["plan"] / "plan.json").read_text())
     key = plan["stages"][1]["key"]  # the block region
     path = node / "objects" / key[:2] / key
@@ -196,7 +208,7 @@ def test_unreachable_server_falls_back_to_the_node_tier(prewarmed):
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     node = prewarmed["tmp"] / "fallback-node"
-    shutil.copytree(prewarmed["tmp"] / "prewarm-node", node)
+    shutil.copytree(prewarmed["tmp"] / "filled-node", node)
     report = json.loads(run_cpp(prewarmed["plan"], _env(KCACHE_URL=dead, KCACHE_LOCAL_DIR=str(node)),
                                 prewarmed["tmp"]).stdout)
     assert report["client"]["node_hits"] == 3 and report["client"]["compiles"] == 0
@@ -213,3 +225,30 @@ def test_an_empty_node_tier_names_every_missing_region(prewarmed):
         assert f"{region['label']} {key}" in proc.stderr
     assert plan["prewarm_command"] in proc.stderr
     assert "--model gpt2" in plan["prewarm_command"]
+
+
+def test_trust_unsigned_packages_are_refused_signed_ones_run(prewarmed):
+    if prewarmed["kind"] != "gpt2":
+        pytest.skip("one model is enough for the fault cases")
+    from kcache import _core
+
+    priv, pub = _core.generate_signing_key()
+    tmp = prewarmed["tmp"]
+    (tmp / "trusted.pem").write_text(pub)
+    plan = json.loads((prewarmed["plan"] / "plan.json").read_text())
+    unsigned = tmp / "unsigned-node"
+    shutil.copytree(tmp / "filled-node", unsigned)
+    trust = {"KCACHE_TRUSTED_KEYS": str(tmp / "trusted.pem")}
+    proc = run_cpp(prewarmed["plan"], _env(KCACHE_LOCAL_DIR=str(unsigned), **trust), tmp, check=False)
+    assert proc.returncode == 2
+    assert all(r["label"] in proc.stderr for r in plan["regions"].values())
+
+    signed = tmp / "signed-node"
+    shutil.copytree(tmp / "filled-node", signed)
+    for key in plan["regions"]:
+        path = signed / "objects" / key[:2] / key
+        manifest, sections, _ = _core.read_bundle(path.read_bytes(), expected_key=key,
+                                                  trusted_keys=[], require_signature=False)
+        path.write_bytes(_core.write_bundle(manifest, sections, priv))
+    report = json.loads(run_cpp(prewarmed["plan"], _env(KCACHE_LOCAL_DIR=str(signed), **trust), tmp).stdout)
+    assert report["client"]["node_hits"] == 3 and report["client"]["refused"] == 0
