@@ -134,13 +134,16 @@ def test_cpp_matches_eager_and_a_second_process_compiles_nothing(prewarmed):
 def test_python_and_cpp_agree_on_region_keys(prewarmed):
     """The plan's keys are what the Python region code computes; the C++
     program recomputes them from the fields and refuses an edited field."""
-    from kcache import aoti_region
-    from kcache.aoti_stages import stages_for
-
     plan_path = prewarmed["plan"] / "plan.json"
     plan = json.loads(plan_path.read_text())
-    model = _eager_model(prewarmed["kind"])
-    keys = [aoti_region.export(s).key for s in stages_for(model)]
+    # In a fresh process, as a job would: this one's torch state (threads,
+    # configs other tests touched) is not the job's.
+    script = ("import json, kcache.aoti_region as r, kcache.aoti_stages as s, kcache.aoti_prewarm as p;"
+              f"m = p.seeded_model({prewarmed['kind']!r}, {LAYERS}, {HIDDEN}, {HEADS}, 0);"
+              "print(json.dumps([r.export(x).key for x in s.stages_for(m)]))")
+    out = subprocess.run([PYTHON, "-c", script], env=_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    keys = json.loads(out.stdout.strip().splitlines()[-1])
     assert keys == [s["key"] for s in plan["stages"]]
     assert len(set(keys[1:-1])) == 1  # identical blocks, one region
     for region in plan["regions"].values():
