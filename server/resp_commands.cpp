@@ -478,4 +478,43 @@ asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>&
   co_return true;
 }
 
+bool batchable_get(const RespShared& sh, const Conn& c, const std::vector<std::string>& args) {
+  return args.size() == 2 && lower(args[0]) == "get" && !flight_eligible(sh, args[1]) &&
+         may(sh, c, Role::read);
+}
+
+asio::awaitable<std::size_t> get_batch(RespShared& sh, const Conn& c,
+                                       const std::vector<std::vector<std::string>>& cmds,
+                                       std::size_t begin, std::size_t end, std::string& out) {
+  constexpr std::size_t k_batch_bytes = 1u << 20;
+  std::vector<Result<std::vector<std::uint8_t>>> got;
+  auto job = [&sh, &cmds, &got, begin, end] {
+    std::size_t held = 0;
+    for (std::size_t i = begin; i < end && (i == begin || held < k_batch_bytes); ++i) {
+      got.push_back(lookup(sh, storage_key(cmds[i][1])));
+      if (got.back()) held += got.back()->size();
+    }
+    return true;
+  };
+  co_await run_blocking(sh.s.pool, job);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const auto type = cache_type(cmds[begin + k][1]);
+    auto& r = got[k];
+    if (r) {
+      sh.s.metrics.resp_command("get", type, "hit");
+      bulk(out, *unwrap_value(*r));
+      continue;
+    }
+    if (r.error().code == Errc::corrupt) {
+      sh.s.metrics.storage_error("get_corrupt");
+    } else if (r.error().code != Errc::not_found) {
+      storage_error(sh.s, out, "get", r.error());
+      continue;
+    }
+    sh.s.metrics.resp_command("get", type, "miss");
+    null(out, c.proto);
+  }
+  co_return got.size();
+}
+
 }  // namespace kcache::server::resp

@@ -1,6 +1,9 @@
 #include "server/resp_session.hpp"
 
 #include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -74,21 +77,38 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
     std::string in, out;
     std::vector<char> chunk(64 * 1024);
     for (;;) {
+      // Every complete command in the buffer, then run them in order.
       std::size_t used = 0;
-      bool keep = true;
-      while (keep) {
+      std::vector<std::vector<std::string>> cmds;
+      std::optional<std::string> parse_error;
+      for (;;) {
         auto cmd = parse_command(std::string_view(in).substr(used), sh_.limits);
         if (cmd.status == Parse::incomplete) break;
         if (cmd.status == Parse::error) {
-          error(out, "ERR " + cmd.error);
-          keep = false;
+          parse_error = cmd.error;
           break;
         }
         used += cmd.consumed;
-        keep = co_await execute(sh_, conn_, cmd.args, out);
-        if (out.size() >= (1u << 20)) co_await flush(out);  // long pipelines: do not hoard replies
+        cmds.push_back(std::move(cmd.args));
       }
       in.erase(0, used);
+      bool keep = true;
+      for (std::size_t i = 0; i < cmds.size() && keep;) {
+        if (batchable_get(sh_, conn_, cmds[i])) {
+          // A run of plain GETs: one trip to the storage pool for the lot.
+          std::size_t j = i + 1;
+          while (j < cmds.size() && batchable_get(sh_, conn_, cmds[j])) ++j;
+          i += co_await get_batch(sh_, conn_, cmds, i, j, out);
+        } else {
+          keep = co_await execute(sh_, conn_, cmds[i], out);
+          ++i;
+        }
+        if (out.size() >= (1u << 20)) co_await flush(out);  // long pipelines: do not hoard replies
+      }
+      if (keep && parse_error) {
+        error(out, "ERR " + *parse_error);
+        keep = false;
+      }
       co_await flush(out);
       if (!keep || sh_.s.draining.load()) co_return;
       // Idle (nothing half-read): no deadline, a drain may close it.

@@ -120,7 +120,8 @@ def write(rows, elapsed: float) -> None:
     lines += ["", "Keys are drawn from n/10 random keys (`-r`), so every key is set about ten times by the SET "
               "run and the GET run hits; a SET of an existing key replaces it (in kcache: remove, then put). "
               "kcache answers every GET from storage (no hot tier for RESP values) after a hop to its blocking "
-              "pool, and its disk storage writes and fsyncs one file per value before publishing it.", ""]
+              "pool — one hop per run of pipelined plain GETs (up to 1 MiB of values), one per command "
+              "otherwise — and its disk storage writes and fsyncs one file per value before publishing it.", ""]
     (HERE / "REPORT.md").write_text("\n".join(lines))
 
 

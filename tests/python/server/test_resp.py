@@ -81,6 +81,51 @@ def test_pipelining(resp, redis_port):
     assert answers[0][1] == b"value-0" * 10
 
 
+def test_pipelined_gets_are_answered_in_batches_like_redis(resp, redis_port):
+    """Runs of plain GETs share one storage trip (at most 1 MiB of values
+    each): large and small values, misses, an expired key, a flight key
+    (answered on its own), a SET in the middle and a QUIT at the end."""
+    srv, ours = resp()
+    theirs = redis.Redis(host="127.0.0.1", port=redis_port)
+    for c in (ours, theirs):
+        for i in range(12):
+            c.set(f"g{i}", bytes([i]) * (300_000 if i % 3 == 0 else 100 + i))
+        c.set("gone", "v", px=50)
+    time.sleep(0.2)
+    before = srv.get("/metrics").body.decode()
+    answers = []
+    for c in (ours, theirs):
+        p = c.pipeline(transaction=False)
+        for i in range(16):  # 12 present (4 of them 300 KB), 4 missing
+            p.get(f"g{i}")
+        p.get("gone")
+        p.get("pt2:fx-graph:nobody-compiles-this")  # a single-flight key: not batched
+        p.set("g3", "new")
+        for i in range(6):
+            p.get(f"g{i}")
+        answers.append(p.execute())
+    assert answers[0] == answers[1]
+    assert answers[0][18] is True and answers[0][22] == b"new"  # the SET, then GET g3
+    after = srv.get("/metrics").body.decode()
+    assert _resp_count(after, "get", "hit") - _resp_count(before, "get", "hit") == 12 + 6
+
+    with socket.create_connection(("127.0.0.1", srv.resp_port), timeout=10) as s:
+        s.sendall(b"GET g1\r\nGET g2\r\nQUIT\r\nGET g1\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.count(b"$") == 2 and data.endswith(b"+OK\r\n")  # nothing after QUIT
+
+
+def _resp_count(metrics: str, command: str, result: str) -> float:
+    total = 0.0
+    for line in metrics.splitlines():
+        if line.startswith("kcache_resp_commands_total{") and f'command="{command}"' in line \
+                and f'result="{result}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def test_redis_cli_and_inline_commands(resp, redis_port):
     cli = shutil.which("redis-cli")
     if cli is None:
