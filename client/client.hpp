@@ -89,7 +89,9 @@ class KCACHE_CLIENT_API Client {
   // Verifies the bundle (it must be for `key`), signs it when a signing key
   // is configured and it is unsigned, publishes it to the node tier and
   // uploads it. true when every configured tier now holds it; false when the
-  // upload failed (logged and counted). Error for a bad key or bundle.
+  // upload failed (logged and counted). Error for a bad key or bundle, and
+  // for one this client would refuse on get (not signed by a trusted key,
+  // cubins for another GPU arch): then no tier gets it.
   Result<bool> put(std::string_view key, std::span<const std::uint8_t> bundle);
 
   // The single-flight path (docs/client.md, "get_or_compile"). `explanation`

@@ -239,11 +239,10 @@ struct Client::Impl {
       return bytes.error();
     }
     Source source = Source::compiled;
-    bool ok_to_share = acceptable(key, *bytes);
-    if (!ok_to_share) {
-      log(LogLevel::warn,
-          "compiled bundle for " + short_key(key) +
-              " is not signed by a trusted key; not shared (configure KCACHE_SIGNING_KEY)");
+    if (auto fits = verify(key, *bytes); !fits.ok()) {
+      log(LogLevel::warn, "compiled bundle for " + short_key(key) + " is not shared: this client " +
+                              "would refuse it (" + errc_name(fits.error().code) + ": " +
+                              fits.error().message + ")");
       (void)server->release(key, lease.token);
       stats.local_compiles.fetch_add(1);
       return Fetched{std::move(bytes).value(), Source::local};
@@ -398,7 +397,10 @@ struct Client::Impl {
       if (!s.ok()) return s.error();
       bytes = std::move(s).value();
     }
-    if (acceptable(key, bytes)) node_publish(key, bytes);
+    // A bundle this client would refuse on get (untrusted signer, cubins for
+    // another arch) is stored nowhere: callers must not be told it is.
+    if (auto fits = verify(key, bytes); !fits.ok()) return fits.error();
+    node_publish(key, bytes);
     if (!server || cfg.read_only) return !server;
     auto r = server->put(key, bytes, "");
     if (!r.ok()) {

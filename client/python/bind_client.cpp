@@ -137,7 +137,8 @@ void bind_client(py::module_& m) {
             return unwrap(std::move(r));
           },
           py::arg("key"), py::arg("data"),
-          "Publishes a bundle to the node tier and the server; False when the upload failed.")
+          "Publishes a bundle to the node tier and the server; False when the upload failed. "
+          "Raises KcacheError for a bad bundle or one this client would refuse on get.")
       .def(
           "get_or_compile",
           [](Client& self, const std::string& key, py::object compile_fn,
