@@ -74,7 +74,14 @@ Result<CudaTarget> detect_cuda_target() {
 }
 
 Result<std::string> resolve_cuda_target(std::string_view override_target) {
-  if (!override_target.empty()) return std::string(override_target);
+  // Trimmed as keyfields.py trims it, so " cuda:sm_90 " keys and checks as
+  // "cuda:sm_90" on both sides.
+  constexpr std::string_view space = " \t\n\v\f\r";
+  auto first = override_target.find_first_not_of(space);
+  if (first != std::string_view::npos) {
+    auto last = override_target.find_last_not_of(space);
+    return std::string(override_target.substr(first, last - first + 1));
+  }
   auto t = detect_cuda_target();
   if (!t.ok()) return t.error();
   return t->target;

@@ -12,8 +12,9 @@
 //    "no CUDA driver (…)" when it cannot be loaded or lacks a symbol,
 //    unavailable "CUDA driver: cuInit failed (error N)", not_found "no CUDA
 //    device (cuDeviceGetCount = 0)", internal for a failing attribute query.
-//  - resolve_cuda_target(override) returns `override` when non-empty
-//    (KCACHE_TARGET), else the detected target.
+//  - resolve_cuda_target(override) returns `override` with surrounding
+//    whitespace trimmed when that leaves anything (KCACHE_TARGET), else the
+//    detected target.
 // Thread safety: callable from any thread; each call asks the driver again
 // (callers cache). The driver stays loaded once opened.
 #pragma once

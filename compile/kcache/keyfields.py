@@ -95,7 +95,8 @@ def _fixed_target(device_type: str) -> str | None:
     device (kcache._core.cuda_target(); tests/python/test_cuda_target.py
     shows the two agree).
     """
-    override = os.environ.get("KCACHE_TARGET")
+    # Trimmed like the C++ side (client/cuda_target.cpp): " cuda:sm_90 " is cuda:sm_90.
+    override = os.environ.get("KCACHE_TARGET", "").strip(" \t\n\v\f\r")
     if override:
         return override
     if device_type == "cuda":

@@ -18,7 +18,8 @@ def fake_driver(tmp_path, monkeypatch):
     lib = build_fake_driver(tmp_path)
     monkeypatch.setenv("KCACHE_CUDA_DRIVER", str(lib))
     monkeypatch.delenv("KCACHE_TARGET", raising=False)
-    for name in ("FAKE_CU_INIT_RC", "FAKE_CU_COUNT", "FAKE_CU_MAJOR", "FAKE_CU_MINOR"):
+    for name in ("FAKE_CU_INIT_RC", "FAKE_CU_COUNT", "FAKE_CU_MAJOR", "FAKE_CU_MINOR",
+                 *(f"FAKE_CU_{part}_{i}" for part in ("MAJOR", "MINOR") for i in range(4))):
         monkeypatch.delenv(name, raising=False)
     return lib
 
@@ -42,6 +43,54 @@ def test_cpp_and_python_agree(fake_driver, monkeypatch, cap):
     info = _core.cuda_device_info()
     assert (info["major"], info["minor"], info["device_count"]) == (*cap, 1)
     assert info["driver"] == str(fake_driver)
+
+
+def test_both_sides_ask_device_0_of_several(fake_driver, monkeypatch):
+    """Two GPUs of different types (device 0 is sm_90, device 1 sm_80): both
+    sides must report device 0, the device every rank sees as its own."""
+    caps = {0: (9, 0), 1: (8, 0)}
+    monkeypatch.setenv("FAKE_CU_COUNT", "2")
+    for i, (major, minor) in caps.items():
+        monkeypatch.setenv(f"FAKE_CU_MAJOR_{i}", str(major))
+        monkeypatch.setenv(f"FAKE_CU_MINOR_{i}", str(minor))
+
+    def capability(device=None):  # no device: the current one, here cuda:1
+        index = 1 if device is None else device if isinstance(device, int) else torch.device(device).index
+        return caps[index]
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    assert _core.cuda_target() == "cuda:sm_90"
+    assert keyfields.target_field("cuda") == "cuda:sm_90"
+    assert keyfields.short_target("cuda") == "cuda:sm_90"
+    info = _core.cuda_device_info()
+    assert (info["major"], info["minor"], info["device_count"]) == (9, 0, 2)
+
+
+@pytest.mark.parametrize("padded", [" cuda:sm_90 ", "\tcuda:sm_90\n"])
+def test_override_is_trimmed_on_both_sides(fake_driver, monkeypatch, padded):
+    from kcache.keyfields import CompileSettings, all_fields
+
+    monkeypatch.setenv("FAKE_CU_MAJOR", "8")  # the driver says sm_80: the override must win
+    monkeypatch.setenv("KCACHE_LOCAL_DIR", "none")
+    monkeypatch.delenv("KCACHE_URL", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+
+    def seen():
+        fields = all_fields("grad=0\n0=in:act:T[float32;4;contig;rg=0;cuda]", CompileSettings(),
+                            False, "cuda", toolchain="t", env="{}")
+        key = _core.compute_key({k: v.encode() for k, v in fields.items()})
+        client = _core.Client.from_env()
+        return (_core.cuda_target(), keyfields.target_field("cuda"), keyfields.short_target("cuda"),
+                key, client.config["target"])
+
+    monkeypatch.setenv("KCACHE_TARGET", "cuda:sm_90")
+    plain = seen()
+    monkeypatch.setenv("KCACHE_TARGET", padded)
+    assert seen() == plain
+    assert plain[:3] == ("cuda:sm_90",) * 3
+    monkeypatch.setenv("KCACHE_TARGET", "  ")  # blank is unset: the driver's device 0
+    assert _core.cuda_target() == "cuda:sm_80"
+    assert keyfields.target_field("cuda") == "cuda:sm_80"
 
 
 def test_override_wins_on_both_sides(fake_driver, monkeypatch):
