@@ -66,9 +66,9 @@ def list_cubins(sections: list[tuple[str, bytes]], mega_cache: bytes) -> list[di
 
 def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
            require_signature: bool = False, target: str | None = None) -> Restorable:
-    """Verifies and opens a bundle for `key`; raises _core.KcacheError if bad,
-    WrongArch when `target` is "cuda:sm_XX" and a cubin the bundle lists or
-    carries is for another arch."""
+    """Verifies and opens a bundle for `key`; raises _core.KcacheError if bad
+    (a malformed "cubins" listing is `corrupt`), WrongArch when `target` is
+    "cuda:sm_XX" and a cubin the bundle lists or carries is for another arch."""
     manifest_text, sections, _signer = _core.read_bundle(
         data, expected_key=key, trusted_keys=trusted_keys or [],
         require_signature=require_signature)
@@ -76,6 +76,8 @@ def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
         try:
             _core.check_cubins(manifest_text, sections, target)
         except _core.KcacheError as e:
+            if e.code != "key_mismatch":  # a corrupt listing: an ordinary unusable bundle
+                raise
             raise WrongArch(str(e).removeprefix("key_mismatch: ")) from None
     manifest = json.loads(manifest_text)
     mega = b""

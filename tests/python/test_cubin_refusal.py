@@ -60,6 +60,81 @@ def test_sections_are_checked_even_if_the_manifest_does_not_list_them():
         bundle_io.unpack(blob, KEY, target="cuda:sm_90")
 
 
+def test_a_malformed_cubin_listing_is_corrupt_not_wrong_arch():
+    """Only a real arch mismatch is WrongArch (arch_refusals); a listing that
+    is not a list of {name, arch} is an ordinary unusable bundle."""
+    from kcache import _core, bundle_io
+
+    for cubins in ("sm_80", [{"name": "k.cubin"}], [7]):
+        manifest = json.dumps({"key": KEY, "label": "x", "cubins": cubins})
+        blob = _core.write_bundle(manifest, [("inductor/x", b"payload")])
+        with pytest.raises(_core.KcacheError) as e:
+            bundle_io.unpack(blob, KEY, target="cuda:sm_90")
+        assert not isinstance(e.value, bundle_io.WrongArch)
+        assert e.value.code == "corrupt"
+        assert bundle_io.unpack(blob, KEY, target="cpu:avx2").binaries == {"x": b"payload"}
+
+
+def _no_deserialize(_blob):
+    raise AssertionError("the Mega-Cache must not be deserialized without CUDA")
+
+
+def test_listing_the_triton_cubins_never_fails_the_pack(monkeypatch, caplog):
+    """triton_cubins: nothing unpickled without CUDA; with CUDA, Mega-Cache
+    bytes that do not deserialize (deserialize() returns None), a deserialize
+    that raises and an FX entry that does not unpickle each cost only the
+    listing, with a warning."""
+    import torch
+    from torch.compiler._cache import CacheArtifactManager
+
+    from kcache import _torch_adaptor as adaptor
+    from kcache import bundle_io
+    from kcache._torch_adaptor import Capture
+
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_available", lambda: False)
+        m.setattr(CacheArtifactManager, "deserialize", staticmethod(_no_deserialize))
+        assert adaptor.triton_cubins(b"not a mega-cache") == {}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert CacheArtifactManager.deserialize(b"not a mega-cache") is None
+    assert adaptor.triton_cubins(b"not a mega-cache") == {}
+
+    def raises(_blob):
+        raise RuntimeError("another torch's format")
+
+    class Entry:
+        key, content = "fx-entry", b"not a pickle"
+
+    for deserialize, warned in ((raises, "cannot read the Mega-Cache"),
+                                (lambda _blob: {"inductor": [Entry()]}, "FX entry fx-entry")):
+        monkeypatch.setattr(CacheArtifactManager, "deserialize", staticmethod(deserialize))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="kcache"):
+            assert adaptor.triton_cubins(b"bytes") == {}
+        assert warned in caplog.text
+        cap = Capture()
+        cap.mega_cache = b"bytes"
+        blob = bundle_io.pack(KEY, json.dumps({"label": "x"}), cap, 1.0)
+        assert bundle_io.unpack(blob, KEY, target="cuda:sm_90").manifest["cubins"] == []
+
+
+def test_put_refuses_a_bundle_this_client_would_refuse(tmp_path):
+    """put() stores nowhere, and says so, what get() here would refuse:
+    cubins for another arch, or no trusted signature."""
+    from kcache import _core
+
+    node = str(tmp_path / "node")
+    with pytest.raises(_core.KcacheError, match=r"cubin inductor/triton/k\.cubin for sm_80") as e:
+        _core.Client(local_dir=node, target="cuda:sm_90").put(KEY, packed(80))
+    assert e.value.code == "key_mismatch"
+    assert _core.Client(local_dir=node, target="cuda:sm_80").get(KEY) is None  # not stored
+    _priv, pub = _core.generate_signing_key()
+    with pytest.raises(_core.KcacheError) as e:
+        _core.Client(local_dir=node, trusted_keys=[pub]).put(KEY, packed(90))  # unsigned
+    assert _core.Client(local_dir=node).get(KEY) is None
+
+
 def _get(client, calls):
     def compile_fn():
         calls.append(1)
@@ -72,7 +147,11 @@ def test_cpp_client_refuses_node_tier_bundle_for_another_arch(tmp_path):
     from kcache import _core
 
     node = str(tmp_path / "node")
-    assert _core.Client(local_dir=node).put(KEY, packed(80))
+    # The writer is on an sm_80 GPU too: without a target it would ask this
+    # machine's driver, and a put its own get would refuse is an error.
+    assert _core.Client(local_dir=node, target="cuda:sm_80").put(KEY, packed(80))
+    found = _core.Client(local_dir=node, target="cuda:sm_80").get(KEY)
+    assert json.loads(_core.inspect_bundle(found)[0])["cubins"][0]["arch"] == "sm_80"
     calls = []
     right = _core.Client(local_dir=node, target="cuda:sm_80")
     assert _get(right, calls)[1] == "node" and calls == []
@@ -88,7 +167,7 @@ def test_cpp_client_refuses_server_bundle_for_another_arch(tmp_path):
 
     server = ServerProcess(tmp_path)
     try:
-        assert _core.Client(url=server.url, local_dir="none").put(KEY, packed(80))
+        assert _core.Client(url=server.url, local_dir="none", target="cuda:sm_80").put(KEY, packed(80))
         calls = []
         right = _core.Client(url=server.url, local_dir="none", target="cuda:sm_80")
         assert _get(right, calls)[1] == "server" and calls == []
