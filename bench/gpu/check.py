@@ -168,7 +168,24 @@ def report(paths: list[str]) -> str:
                      f"target python={r['target']['python']} cpp={r['target']['cpp']}")
     if len(runs) >= 2:
         lines.append(f"losses identical cold vs warm: {runs[0]['losses'] == runs[1]['losses']}")
-    return "\n".join(lines)
+    failures = failed_checks(runs)
+    lines += [f"FAIL: {f}" for f in failures] or ["checks: passed"]
+    return "\n".join(lines), failures
+
+
+def failed_checks(runs: list[dict]) -> list[str]:
+    """What makes the check fail rather than report."""
+    out = []
+    for r in runs:
+        if not r["bundles"]["count"]:
+            out.append(f"{r['phase']}: no region bundles in the node tier")
+        elif r["device"] == "cuda" and not r["bundles"]["cubin_archs"]:
+            # Real Triton kernels were compiled or restored, so the listing
+            # (_torch_adaptor.triton_cubins) found nothing it should have:
+            # e.g. this torch keeps the Triton bundle under another attribute.
+            out.append(f"{r['phase']}: {r['bundles']['count']} CUDA region bundles list no cubins; "
+                       "the cubin listing is broken on this torch")
+    return out
 
 
 def main() -> None:
@@ -190,9 +207,13 @@ def main() -> None:
     args = p.parse_args()
     if args.cmd == "job":
         print(json.dumps(job(args)))
-    else:
-        print(report(args.runs))
+        sys.stdout.flush()
+        return
+    text, failures = report(args.runs)
+    print(text)
     sys.stdout.flush()
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
