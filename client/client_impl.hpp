@@ -213,15 +213,17 @@ struct Client::Impl {
 
   // True when a bundle we made passes our own read policy (a reader here
   // would accept it): only those go to the node tier.
-  bool acceptable(std::string_view key, std::span<const std::uint8_t> bytes) const {
-    return verify(key, bytes).ok();
-  }
-
   Result<Fetched> compile_locally(std::string_view key, const CompileFn& compile, Source source) {
     if (source == Source::local) stats.local_compiles.fetch_add(1);
     auto bytes = run_compile(key, compile);
     if (!bytes.ok()) return bytes.error();
-    if (acceptable(key, *bytes)) node_publish(key, *bytes);
+    if (auto fits = verify(key, *bytes); fits.ok()) {
+      node_publish(key, *bytes);
+    } else {
+      log(LogLevel::warn, "compiled bundle for " + short_key(key) + " is not kept on this node: this " +
+                              "client would refuse it (" + errc_name(fits.error().code) + ": " +
+                              fits.error().message + ")");
+    }
     return Fetched{std::move(bytes).value(), source};
   }
 
