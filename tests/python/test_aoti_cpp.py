@@ -95,6 +95,10 @@ def prewarmed(request, tmp_path_factory):
         server.stop()
 
 
+# The fault cases need one model: GPT-2's prewarm (shared with the tests above).
+GPT2_ONLY = pytest.mark.parametrize("prewarmed", ["gpt2"], indirect=True)
+
+
 def test_cpp_matches_eager_and_a_second_process_compiles_nothing(prewarmed):
     tmp, server, plan = prewarmed["tmp"], prewarmed["server"], prewarmed["plan"]
     # One package per distinct region: every block shares one.
@@ -171,9 +175,8 @@ def _node_with_one_bundle_changed(prewarmed, name: str, change) -> tuple[pathlib
     return node, plan["regions"][key]["label"]
 
 
+@GPT2_ONLY
 def test_a_tampered_package_is_refused_before_it_is_loaded(prewarmed):
-    if prewarmed["kind"] != "gpt2":
-        pytest.skip("one model is enough for the fault cases")
     from kcache import _core
 
     def flip(data: bytes, _key: str) -> bytes:
@@ -204,9 +207,8 @@ def test_a_tampered_package_is_refused_before_it_is_loaded(prewarmed):
     assert not trap_log.exists()
 
 
+@GPT2_ONLY
 def test_unreachable_server_falls_back_to_the_node_tier(prewarmed):
-    if prewarmed["kind"] != "gpt2":
-        pytest.skip("one model is enough for the fault cases")
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -217,9 +219,8 @@ def test_unreachable_server_falls_back_to_the_node_tier(prewarmed):
     assert report["client"]["node_hits"] == 3 and report["client"]["compiles"] == 0
 
 
+@GPT2_ONLY
 def test_an_empty_node_tier_names_every_missing_region(prewarmed):
-    if prewarmed["kind"] != "gpt2":
-        pytest.skip("one model is enough for the fault cases")
     empty = prewarmed["tmp"] / "empty-node"
     proc = run_cpp(prewarmed["plan"], _env(KCACHE_LOCAL_DIR=str(empty)), prewarmed["tmp"], check=False)
     assert proc.returncode == 2
@@ -230,9 +231,8 @@ def test_an_empty_node_tier_names_every_missing_region(prewarmed):
     assert "--model gpt2" in plan["prewarm_command"]
 
 
+@GPT2_ONLY
 def test_trust_unsigned_packages_are_refused_signed_ones_run(prewarmed):
-    if prewarmed["kind"] != "gpt2":
-        pytest.skip("one model is enough for the fault cases")
     from kcache import _core
 
     priv, pub = _core.generate_signing_key()
