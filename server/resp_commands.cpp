@@ -1,8 +1,5 @@
 #include "server/resp_commands.hpp"
 
-#include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <chrono>
 
 #include <boost/asio/redirect_error.hpp>
@@ -10,144 +7,14 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/resp_command_support.hpp"
+#include "server/resp_reads.hpp"
+
 namespace kcache::server::resp {
 
 namespace asio = boost::asio;
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-std::optional<long long> to_int(std::string_view s) {
-  long long v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
-
-void wrong_args(std::string& out, std::string_view cmd) {
-  error(out, "ERR wrong number of arguments for '" + std::string(cmd) + "' command");
-}
-
-void storage_error(Services& s, std::string& out, const char* op, const Error& e) {
-  s.metrics.storage_error(op);
-  spdlog::warn("RESP: storage {} failed: {}: {}", op, errc_name(e.code), e.message);
-  if (e.code == Errc::full) {
-    error(out, "OOM the cache's storage is full and nothing could be evicted: " + e.message);
-  } else {
-    error(out, std::string("ERR storage ") + errc_name(e.code) + ": " + e.message);
-  }
-}
-
-// Allowed? Appends the refusal to `out` when not.
-Request as_request(const Conn& c) {
-  Request req;
-  req.peer = c.peer;
-  req.peer_loopback = c.loopback;
-  if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
-  return req;
-}
-
-bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
-  const auto d = sh.s.authorizer.authorize(as_request(c), needed);
-  if (d.allowed) return true;
-  if (d.status == 401) {
-    error(out, "NOAUTH Authentication required.");
-  } else {
-    error(out, "NOPERM this connection's token has no permission to run the '" + std::string(cmd) + "' command");
-  }
-  return false;
-}
-
-bool may(const RespShared& sh, const Conn& c, Role needed) {
-  return sh.s.authorizer.authorize(as_request(c), needed).allowed;
-}
-
-bool flight_eligible(const RespShared& sh, std::string_view key) {
-  if (sh.s.config.resp_flight_window_ms == 0) return false;
-  return std::any_of(sh.s.config.resp_flight_prefixes.begin(), sh.s.config.resp_flight_prefixes.end(),
-                     [&](const std::string& p) { return key.substr(0, p.size()) == p; });
-}
-
-// A storage lookup that treats an expired key as absent (and removes it).
-Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey) {
-  if (sh.expiries.expired(skey)) {
-    (void)sh.s.backend.remove(skey);
-    sh.expiries.clear(skey);
-    return Error{Errc::not_found, "expired"};
-  }
-  auto got = sh.s.backend.get(skey);
-  if (got && !unwrap_value(*got)) return Error{Errc::corrupt, "a stored RESP value without its envelope"};
-  return got;
-}
-
-// GET: the value, or nil. With single-flight (see the header).
-asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::string& out) {
-  auto& s = sh.s;
-  const std::string skey = storage_key(key);
-  const std::string type = cache_type(key);
-  const bool flight = flight_eligible(sh, key);
-  std::shared_ptr<Waiter> waiter;
-  if (flight) {
-    auto ex = co_await asio::this_coro::executor;
-    waiter = s.waiters.add(skey, ex);
-  }
-  WaiterGuard unregister(s.waiters, skey, waiter);
-
-  struct Step {
-    Result<std::vector<std::uint8_t>> got;
-    LeaseGrant grant;  // tried on a miss, before any wait
-    std::optional<Clock::time_point> until;
-  };
-  bool waited = false;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(s.config.resp_flight_window_ms);
-  // Only a connection that may SET the key can be its compiler: a reader's
-  // miss must not make others wait for a SET that cannot come.
-  const bool can_write = flight && may(sh, c, Role::write);
-  auto step_job = [&sh, &skey, &c, flight, can_write, &waited] {
-    Step st{lookup(sh, skey), {}, std::nullopt};
-    // A miss on a flight key: become its compiler, or learn how long the
-    // compiler's window lasts. Our own window, or a wait already done, is a
-    // plain miss.
-    if (flight && !st.got && st.got.error().code == Errc::not_found && !c.flights.count(skey)) {
-      if (!waited && can_write) st.grant = sh.flights->acquire(skey, c.peer);
-      if (!st.grant.granted) st.until = sh.flights->live_until(skey);
-    }
-    return st;
-  };
-  for (;;) {
-    auto st = co_await run_blocking(s.pool, step_job);
-    if (st.got) {
-      s.metrics.resp_command("get", type, waited ? "waited_hit" : "hit");
-      bulk(out, *unwrap_value(*st.got));
-      co_return;
-    }
-    if (st.got.error().code == Errc::corrupt) {
-      s.metrics.storage_error("get_corrupt");
-    } else if (st.got.error().code != Errc::not_found) {
-      storage_error(s, out, "get", st.got.error());
-      co_return;
-    }
-    if (st.grant.granted) {
-      c.flights[skey] = st.grant.token;  // this connection compiles; others wait for its SET
-      s.metrics.resp_command("get", type, "miss_compiler");
-      null(out, c.proto);
-      co_return;
-    }
-    if (!flight || !st.until || Clock::now() >= deadline || s.draining.load()) break;
-    if (waiter->take_wake()) continue;
-    waited = true;
-    waiter->timer.expires_at(std::min(deadline, *st.until + std::chrono::milliseconds(1)));
-    boost::system::error_code ec;
-    co_await waiter->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  s.metrics.resp_command("get", type, waited ? "waited_miss" : "miss");
-  null(out, c.proto);
-}
 
 struct SetOptions {
   bool nx = false, xx = false;
@@ -264,26 +131,6 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
   };
   co_await run_blocking(s.pool, land_job);
   simple(out, "OK");
-}
-
-asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::string>& args, std::string& out) {
-  std::vector<Result<std::vector<std::uint8_t>>> got;
-  auto job = [&sh, &args, &got] {
-    for (std::size_t i = 1; i < args.size(); ++i) got.push_back(lookup(sh, storage_key(args[i])));
-    return true;
-  };
-  co_await run_blocking(sh.s.pool, job);
-  array_header(out, got.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const auto type = cache_type(args[i + 1]);
-    if (got[i]) {
-      sh.s.metrics.resp_command("mget", type, "hit");
-      bulk(out, *unwrap_value(*got[i]));
-    } else {
-      sh.s.metrics.resp_command("mget", type, "miss");
-      null(out, c.proto);
-    }
-  }
 }
 
 // EXISTS (counting repeats, as Redis does) and DEL (counting removals).
@@ -476,45 +323,6 @@ asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>&
     error(out, msg);
   }
   co_return true;
-}
-
-bool batchable_get(const RespShared& sh, const Conn& c, const std::vector<std::string>& args) {
-  return args.size() == 2 && lower(args[0]) == "get" && !flight_eligible(sh, args[1]) &&
-         may(sh, c, Role::read);
-}
-
-asio::awaitable<std::size_t> get_batch(RespShared& sh, const Conn& c,
-                                       const std::vector<std::vector<std::string>>& cmds,
-                                       std::size_t begin, std::size_t end, std::string& out) {
-  constexpr std::size_t k_batch_bytes = 1u << 20;
-  std::vector<Result<std::vector<std::uint8_t>>> got;
-  auto job = [&sh, &cmds, &got, begin, end] {
-    std::size_t held = 0;
-    for (std::size_t i = begin; i < end && (i == begin || held < k_batch_bytes); ++i) {
-      got.push_back(lookup(sh, storage_key(cmds[i][1])));
-      if (got.back()) held += got.back()->size();
-    }
-    return true;
-  };
-  co_await run_blocking(sh.s.pool, job);
-  for (std::size_t k = 0; k < got.size(); ++k) {
-    const auto type = cache_type(cmds[begin + k][1]);
-    auto& r = got[k];
-    if (r) {
-      sh.s.metrics.resp_command("get", type, "hit");
-      bulk(out, *unwrap_value(*r));
-      continue;
-    }
-    if (r.error().code == Errc::corrupt) {
-      sh.s.metrics.storage_error("get_corrupt");
-    } else if (r.error().code != Errc::not_found) {
-      storage_error(sh.s, out, "get", r.error());
-      continue;
-    }
-    sh.s.metrics.resp_command("get", type, "miss");
-    null(out, c.proto);
-  }
-  co_return got.size();
 }
 
 }  // namespace kcache::server::resp

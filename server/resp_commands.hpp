@@ -59,18 +59,6 @@ struct Conn {
 // connection should close after the reply (QUIT).
 boost::asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>& args, std::string& out);
 
-// Pipelined plain GETs (a client sending many before reading replies):
-// batchable_get() says whether a command is a GET that needs nothing but a
-// lookup (two arguments, read allowed, no single-flight key);
-// get_batch() answers cmds[begin, end) — all batchable — with one trip to
-// the storage pool instead of one per command, exactly as execute() would,
-// and returns how many it answered: it stops early once 1 MiB of values is
-// held, so a batch never hoards more than one large value beyond that.
-bool batchable_get(const RespShared& sh, const Conn& c, const std::vector<std::string>& args);
-boost::asio::awaitable<std::size_t> get_batch(RespShared& sh, const Conn& c,
-                                              const std::vector<std::vector<std::string>>& cmds,
-                                              std::size_t begin, std::size_t end, std::string& out);
-
 // Ends the single-flight windows a closing connection holds, waking their
 // waiters (blocking: call on the pool).
 void release_flights(RespShared& sh, Conn& c);

@@ -14,6 +14,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/resp_reads.hpp"
+
 namespace kcache::server::resp {
 
 namespace asio = boost::asio;

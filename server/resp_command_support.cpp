@@ -1,0 +1,82 @@
+#include "server/resp_command_support.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
+namespace kcache::server::resp {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+std::optional<long long> to_int(std::string_view s) {
+  long long v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+void wrong_args(std::string& out, std::string_view cmd) {
+  error(out, "ERR wrong number of arguments for '" + std::string(cmd) + "' command");
+}
+
+void storage_error(Services& s, std::string& out, const char* op, const Error& e) {
+  s.metrics.storage_error(op);
+  spdlog::warn("RESP: storage {} failed: {}: {}", op, errc_name(e.code), e.message);
+  if (e.code == Errc::full) {
+    error(out, "OOM the cache's storage is full and nothing could be evicted: " + e.message);
+  } else {
+    error(out, std::string("ERR storage ") + errc_name(e.code) + ": " + e.message);
+  }
+}
+
+namespace {
+
+Request as_request(const Conn& c) {
+  Request req;
+  req.peer = c.peer;
+  req.peer_loopback = c.loopback;
+  if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
+  return req;
+}
+
+}  // namespace
+
+bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
+  const auto d = sh.s.authorizer.authorize(as_request(c), needed);
+  if (d.allowed) return true;
+  if (d.status == 401) {
+    error(out, "NOAUTH Authentication required.");
+  } else {
+    error(out, "NOPERM this connection's token has no permission to run the '" + std::string(cmd) + "' command");
+  }
+  return false;
+}
+
+bool may(const RespShared& sh, const Conn& c, Role needed) {
+  return sh.s.authorizer.authorize(as_request(c), needed).allowed;
+}
+
+bool flight_eligible(const RespShared& sh, std::string_view key) {
+  if (sh.s.config.resp_flight_window_ms == 0) return false;
+  return std::any_of(sh.s.config.resp_flight_prefixes.begin(), sh.s.config.resp_flight_prefixes.end(),
+                     [&](const std::string& p) { return key.substr(0, p.size()) == p; });
+}
+
+Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey) {
+  if (sh.expiries.expired(skey)) {
+    (void)sh.s.backend.remove(skey);
+    sh.expiries.clear(skey);
+    return Error{Errc::not_found, "expired"};
+  }
+  auto got = sh.s.backend.get(skey);
+  if (got && !unwrap_value(*got)) return Error{Errc::corrupt, "a stored RESP value without its envelope"};
+  return got;
+}
+
+}  // namespace kcache::server::resp
