@@ -26,6 +26,7 @@ from . import _core, keyfields
 from . import _torch_adaptor as adaptor
 from .aoti_stages import Stage
 from .fingerprint import fingerprint_graph
+from .region_key import dtype_label
 from .keyfields import CompileSettings
 
 PACKAGE = "aoti/package.pt2"
@@ -81,9 +82,8 @@ def export(stage: Stage, *, target: str | None = None, toolchain: str | None = N
         fields = keyfields.all_fields(fp.canonical, settings, False, "cpu",
                                       target=target, toolchain=toolchain, env=env)
     raw = {k: v.encode() for k, v in fields.items()}
-    dtype = next((str(p.dtype).removeprefix("torch.") for p in stage.module.parameters()), "mixed")
-    dtype = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(dtype, dtype)
-    label = keyfields.label(stage.region_name, settings, False, "cpu", dtype)
+    label = keyfields.label(stage.region_name, settings, False, "cpu",
+                            dtype_label(list(stage.module.parameters())))
     key = _core.compute_key(raw)
     explanation = _core.explain_key(raw, label, {"region": fp.summary()})
     return ExportedRegion(stage, program, fields, key, explanation, label)
@@ -115,14 +115,3 @@ def compile_bundle(region: ExportedRegion, signing_key_pem: str | None = None) -
         },
     }
     return _core.write_bundle(json.dumps(manifest), [(PACKAGE, package)], signing_key_pem)
-
-
-def open_bundle(data: bytes, key: str) -> tuple[dict, bytes]:
-    """(manifest, package bytes) of a verified AOTInductor bundle for `key`."""
-    manifest_text, sections, _ = _core.read_bundle(data, expected_key=key, trusted_keys=[],
-                                                   require_signature=False)
-    manifest = json.loads(manifest_text)
-    package = dict(sections).get(PACKAGE)
-    if package is None or manifest.get("aoti", {}).get("format") != FORMAT:
-        raise _core.KcacheError(f"bundle {key[:12]} is not an AOTInductor region ({FORMAT})")
-    return manifest, package
