@@ -16,7 +16,10 @@ What it provides:
 - restore: Mega-Cache bytes into PyTorch's caches, binaries into the
   Inductor cache directory where PyTorch looks for them;
 - Inductor's compile entry point with mode / options applied;
-- PyTorch's own counters, which tests use to prove hits.
+- PyTorch's own counters, which tests use to prove hits;
+- precompiled regions: Dynamo's own output for one block (aot_compile),
+  serialized, deserialized, its guards checked and its constants read
+  (kcache.precompiled, docs/precompiled.md).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def _required() -> dict[str, bool]:
         "torch._inductor.aoti_compile_and_package": hasattr(torch._inductor, "aoti_compile_and_package"),
         "torch._inductor.config.aot_inductor.package_constants_in_so": hasattr(
             torch._inductor.config.aot_inductor, "package_constants_in_so"),
+        **_precompile_required(),
     }
 
 
@@ -422,3 +426,180 @@ def triton_cubins(mega_cache: bytes) -> dict[str, bytes]:
             continue
         found.update(cubins)
     return found
+
+
+# ---------------------------------------------------------------- precompiled regions
+#
+# torch.compile(fn, fullgraph=True).aot_compile(((args), {kwargs})) returns
+# an AOTCompiledFunction: Dynamo's transformed bytecode, its guards
+# (serializable ones only: global guards and identity guards are dropped by
+# PyTorch on this path) and the bundled AOTAutograd entry holding Inductor's
+# compiled graphs (the backward lowered eagerly). Loading it runs no Dynamo,
+# no AOTAutograd and no Inductor code generation.
+
+
+def _precompile_required() -> dict[str, bool]:
+    from torch._dynamo import aot_compile, guards, package
+
+    fn_cls = getattr(aot_compile, "AOTCompiledFunction", None)
+    return {
+        "torch._dynamo.aot_compile.AOTCompiledFunction.serialize/deserialize/guard_check": all(
+            hasattr(fn_cls, a) for a in ("serialize", "deserialize", "guard_check", "source_info")),
+        "torch._dynamo.aot_compile.CompileArtifacts.source_info": "source_info" in getattr(
+            getattr(aot_compile, "CompileArtifacts", None), "__dataclass_fields__", {}),
+        "torch._dynamo.package._hash_sourcelines": hasattr(package, "_hash_sourcelines"),
+        "torch._dynamo.package.InlinedSource": hasattr(package, "InlinedSource"),
+        "torch._dynamo.guards.CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES": hasattr(
+            guards.CheckFunctionManager, "UNSUPPORTED_SERIALIZATION_GUARD_TYPES"),
+        "torch._dynamo.eval_frame.OptimizedModule": hasattr(torch._dynamo.eval_frame, "OptimizedModule"),
+    }
+
+
+def keep_serializable_guards(entries) -> list[bool]:
+    """Which guards a precompiled region keeps.
+
+    PyTorch's default on this path drops every global guard. kcache keeps
+    those on module attributes reached through Dynamo's import aliases
+    (G['__import_<module>'].<name>: every global the block's code reads,
+    since the traced root is kcache's own `call`), so that a module-level
+    flag read in forward is still checked on every call. It drops what
+    cannot be serialized (identity, function and closure matches, dict
+    versions) and builtins (their alias is not rebuilt on load).
+    """
+    from torch._dynamo.guards import CheckFunctionManager
+
+    unsupported = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
+    return [g.guard_type not in unsupported
+            and (not g.is_global or g.name.startswith("G['__import_")) for g in entries]
+
+
+class PrecompileUnsupported(RuntimeError):
+    """Dynamo cannot produce a serializable function for this region (a graph
+    break, a guard or global that does not serialize, an unsupported construct)."""
+
+
+def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
+                     options: dict[str, Any] | None, dynamic: bool | None):
+    """Dynamo + AOTAutograd + Inductor on `call(*args, **kwargs)`, whole-graph,
+    returning PyTorch's AOTCompiledFunction; PrecompileUnsupported when the
+    region cannot take this path (the message says why)."""
+    patches = inductor_config_patches(mode, options, dynamic)
+    compiled = torch.compile(call, fullgraph=True, backend="inductor", dynamic=dynamic,
+                             options={**patches, "guard_filter_fn": keep_serializable_guards})
+    try:
+        return compiled.aot_compile((tuple(args), dict(kwargs)))
+    except Exception as e:  # noqa: BLE001 - every failure is a reason to fall back
+        raise PrecompileUnsupported(_first_line(e)) from e
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def serialize_aot(fn) -> bytes:
+    """Bytes of an AOTCompiledFunction, without the copies of whole module
+    sources PyTorch keeps beside each inlined function's checksum (loading
+    checks only the checksums; the copies are most of the bytes)."""
+    import dataclasses
+
+    info = fn._artifacts.source_info
+    slim = {dataclasses.replace(s, content="") for s in info.inlined_sources}
+    saved = info.inlined_sources
+    info.inlined_sources = slim
+    try:
+        return type(fn).serialize(fn).serialized_data
+    except Exception as e:  # noqa: BLE001 - a module or object that does not pickle
+        raise PrecompileUnsupported(_first_line(e)) from e
+    finally:
+        info.inlined_sources = saved
+
+
+def deserialize_aot(data: bytes, f_globals: dict[str, Any]):
+    """An AOTCompiledFunction from serialize_aot's bytes. Runs no Dynamo,
+    AOTAutograd or Inductor codegen; Inductor's generated modules are written
+    and their C++ libraries loaded from the cache dir (restore them first).
+    Raises PrecompileUnsupported when the bytes are for another system or a
+    source file the function inlined has changed."""
+    from torch._dynamo.aot_compile import AOTCompiledFunction
+
+    try:
+        fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
+    except Exception as e:  # noqa: BLE001 - another torch, a changed module, bad bytes
+        raise PrecompileUnsupported(_first_line(e)) from e
+    changed = changed_sources(fn)
+    if changed:
+        raise PrecompileUnsupported("source changed since it was compiled: " + ", ".join(changed))
+    return fn
+
+
+def changed_sources(fn) -> list[str]:
+    """The inlined functions whose source differs from what was compiled
+    ("module:first-last"), as PyTorch's own package loader checks them."""
+    import importlib
+
+    from torch._dynamo.package import _hash_sourcelines
+
+    changed = []
+    for s in sorted(fn.source_info().inlined_sources, key=lambda s: (s.module, s.firstlineno)):
+        try:
+            current = _hash_sourcelines(importlib.import_module(s.module), s.firstlineno,
+                                        s.lastlineno)
+        except (ImportError, OSError, TypeError):
+            current = None
+        if current != s.checksum:
+            changed.append(f"{s.module}:{s.firstlineno}-{s.lastlineno}")
+    return changed
+
+
+def inlined_sources(fn) -> list[dict[str, Any]]:
+    """[{module, first, last, sha256}] of every function Dynamo inlined."""
+    return [{"module": s.module, "first": s.firstlineno, "last": s.lastlineno,
+             "sha256": s.checksum}
+            for s in sorted(fn.source_info().inlined_sources, key=lambda s: (s.module, s.firstlineno))]
+
+
+def aot_guard_check(fn, *args: Any, **kwargs: Any) -> bool:
+    """Whether the guards PyTorch kept for `fn` pass for these arguments."""
+    return bool(fn.guard_check(*args, **kwargs))
+
+
+def aot_guard_failure(fn, *args: Any, **kwargs: Any) -> str:
+    """PyTorch's own words for the first guard that fails."""
+    manager = fn._artifacts.guard_manager
+    return str(manager.check_verbose(fn.prepare_f_locals(*args, **kwargs)))[:500]
+
+
+def aot_run(fn, *args: Any, **kwargs: Any):
+    """Calls the compiled function without a second guard check."""
+    return fn.fn(*args, **kwargs)
+
+
+def aot_guard_text(fn) -> str:
+    return str(fn._artifacts.guard_manager)
+
+
+# EQUALS_MATCH: L['block']._modules['attn'].layer_idx == 0
+_CONSTANT_GUARD = None
+
+
+def aot_guarded_constants(fn, local: str) -> list[str]:
+    """Paths below the argument `local` whose plain values the kept guards
+    pin (EQUALS/TRUE/FALSE/NONE matches), e.g. "._modules['attn'].layer_idx".
+
+    These are the per-block constants a region's graph or bytecode was
+    specialized on: kcache keys a precompiled variant by their values.
+    """
+    import re
+
+    global _CONSTANT_GUARD
+    if _CONSTANT_GUARD is None:
+        _CONSTANT_GUARD = re.compile(
+            r"(?:EQUALS_MATCH|TRUE_MATCH|FALSE_MATCH|NONE_MATCH): L\['(\w+)'\]"
+            r"((?:\._modules\['\w+'\]|\.\w+)*) (?:==|is) ")
+    found = []
+    for line in aot_guard_text(fn).splitlines():
+        m = _CONSTANT_GUARD.search(line)
+        if m and m.group(1) == local and m.group(2):
+            found.append(m.group(2))
+    return sorted(set(found))

@@ -20,6 +20,7 @@ import torch
 from . import _torch_adaptor as adaptor
 from . import counters as _stats
 from .backend import RegionBackend
+from .precompiled import PrecompiledBlock, PrecompiledRegion
 from .keyfields import CompileSettings
 from . import _core
 from .regions import find_regions, has_repeated_blocks, is_repeated_blocks
@@ -85,8 +86,10 @@ def last_keys() -> list[str]:
 
 
 def region_outcomes() -> list[dict[str, str]]:
-    """Each region this process keyed, in order: key, label and where its
-    artifact came from ("node", "server", "compiled", "local", "error")."""
+    """Each region this process keyed, in order: key, label, where its
+    artifact came from ("node", "server", "compiled", "local", "error") and,
+    for repeated blocks, the path it took ("precompiled", or "traced" with
+    the reason)."""
     from .backend import _outcomes
 
     return [{"key": k, **v} for k, v in _outcomes.items()]
@@ -153,19 +156,40 @@ def _rebind_instance_methods(new: torch.nn.Module, old: torch.nn.Module) -> None
             new.__dict__[name] = MethodType(bound.__func__, new)
 
 
+def precompiled_enabled() -> bool:
+    """Precompiled regions are on unless KCACHE_PRECOMPILED=0 (docs/precompiled.md)."""
+    return os.environ.get("KCACHE_PRECOMPILED", "1") != "0"
+
+
 def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
-    """Regional compilation through kcache; see accelerate.utils.compile_regions."""
+    """Regional compilation through kcache; see accelerate.utils.compile_regions.
+
+    Repeated blocks take the precompiled path (kcache.precompiled: no Dynamo
+    trace on a warm start, one trace per region cluster-wide on a cold one)
+    unless KCACHE_PRECOMPILED=0; a region that cannot falls back to the
+    traced path, said once with the reason."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)
     names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}
     adaptor.ensure_recompile_limit(sum(r.count for r in regions))
+    precompiled: dict[str, PrecompiledRegion] = {}
+
+    def block(sub: torch.nn.Module) -> torch.nn.Module:
+        name = names.get(id(sub), type(sub).__name__)
+        if not precompiled_enabled() or compiler.settings is None or compiler._backend(name) is None:
+            return compiler(sub, name)
+        region = precompiled.get(name)
+        if region is None:
+            region = precompiled[name] = PrecompiledRegion(
+                name, compiler.settings, _get_store(), traced=lambda b, n=name: compiler(b, n))
+        return PrecompiledBlock(sub, region)
 
     def walk(m: torch.nn.Module) -> torch.nn.Module:
         if is_repeated_blocks(m):
             new = torch.nn.ModuleList()
             for sub in m:
-                new.append(compiler(sub, names.get(id(sub), type(sub).__name__)))
+                new.append(block(sub))
             return new
         if has_repeated_blocks(m):
             new = m.__class__.__new__(m.__class__)
@@ -175,7 +199,7 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
                 new.add_module(name, walk(child))
             _rebind_instance_methods(new, m)
             return new
-        return compiler(m, type(m).__name__)
+        return block(m)  # the parts around the blocks: a region of one block each
 
     new_module = walk(module)
     if "_orig_mod" not in new_module.__dict__:

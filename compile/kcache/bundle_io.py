@@ -1,7 +1,10 @@
 """A region's captured compile ⇄ a kcache artifact bundle.
 
 Sections: "torch/mega_cache" holds PyTorch's Mega-Cache bytes (FX-graph and
-AOTAutograd cache entries); "inductor/<path>" holds each compiled binary at
+AOTAutograd cache entries); a precompiled region holds "dynamo/aot_function"
+(Dynamo's serialized function) or "kcache/precompiled_index" (JSON: which
+per-block constants choose its variant, or why it falls back) instead;
+"inductor/<path>" holds each compiled binary at
 its path relative to the Inductor cache directory. The manifest carries the
 key's explanation, the label, the producer, compile seconds, PyTorch's own
 cache-entry keys and every cubin the bundle carries with its ELF arch
@@ -23,6 +26,8 @@ from . import _torch_adaptor as adaptor
 from ._torch_adaptor import Capture
 
 MEGA_CACHE = "torch/mega_cache"
+AOT_FUNCTION = "dynamo/aot_function"  # a precompiled region (kcache.precompiled)
+PRECOMPILED_INDEX = "kcache/precompiled_index"  # JSON: a region's variant rule or fallback
 BINARY_PREFIX = "inductor/"
 TRITON_PREFIX = MEGA_CACHE + ":triton/"  # names of cubins inside the Mega-Cache
 
@@ -36,23 +41,49 @@ class Restorable:
     manifest: dict
     mega_cache: bytes
     binaries: dict[str, bytes]
+    aot_function: bytes = b""
+    index: dict | None = None
 
 
-def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
-         signing_key_pem: str | None = None) -> bytes:
-    manifest = {
+def _manifest(key: str, explanation: str, compile_seconds: float,
+              binaries: dict[str, bytes]) -> dict:
+    return {
         "key": key,
         "explanation": json.loads(explanation),
         "label": json.loads(explanation)["label"],
         "producer": {"host": platform.node(), "pid": os.getpid(), "time": int(time.time()),
                      "kcache": "0.1.0"},
         "compile_seconds": round(compile_seconds, 3),
-        "torch_cache_keys": capture.torch_keys,
-        "binaries": sorted(capture.binaries),
+        "binaries": sorted(binaries),
     }
+
+
+def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
+         signing_key_pem: str | None = None) -> bytes:
+    manifest = _manifest(key, explanation, compile_seconds, capture.binaries)
+    manifest["torch_cache_keys"] = capture.torch_keys
     sections = [(MEGA_CACHE, capture.mega_cache)]
     sections += [(BINARY_PREFIX + rel, data) for rel, data in sorted(capture.binaries.items())]
     manifest["cubins"] = list_cubins(sections, capture.mega_cache)
+    return _core.write_bundle(json.dumps(manifest), sections, signing_key_pem)
+
+
+def pack_precompiled(key: str, explanation: str, *, aot_function: bytes = b"",
+                     binaries: dict[str, bytes] | None = None, index: dict | None = None,
+                     compile_seconds: float = 0.0, extra: dict | None = None,
+                     signing_key_pem: str | None = None) -> bytes:
+    """A precompiled region's bundle: either one variant (Dynamo's serialized
+    function and every kernel binary it loads) or the region's index (which
+    per-block constants choose the variant, or why it falls back)."""
+    binaries = binaries or {}
+    manifest = {**_manifest(key, explanation, compile_seconds, binaries), **(extra or {})}
+    sections = []
+    if aot_function:
+        sections.append((AOT_FUNCTION, aot_function))
+    if index is not None:
+        sections.append((PRECOMPILED_INDEX, json.dumps(index, sort_keys=True).encode()))
+    sections += [(BINARY_PREFIX + rel, data) for rel, data in sorted(binaries.items())]
+    manifest["cubins"] = list_cubins(sections, b"")
     return _core.write_bundle(json.dumps(manifest), sections, signing_key_pem)
 
 
@@ -80,11 +111,17 @@ def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
                 raise
             raise WrongArch(str(e).removeprefix("key_mismatch: ")) from None
     manifest = json.loads(manifest_text)
-    mega = b""
-    binaries: dict[str, bytes] = {}
+    out = Restorable(manifest, b"", {})
     for name, payload in sections:
         if name == MEGA_CACHE:
-            mega = payload
+            out.mega_cache = payload
+        elif name == AOT_FUNCTION:
+            out.aot_function = payload
+        elif name == PRECOMPILED_INDEX:
+            try:
+                out.index = json.loads(payload)
+            except ValueError as e:
+                raise ValueError(f"bundle {key[:12]}: unreadable precompiled index ({e})") from None
         elif name.startswith(BINARY_PREFIX):
-            binaries[name[len(BINARY_PREFIX):]] = payload
-    return Restorable(manifest, mega, binaries)
+            out.binaries[name[len(BINARY_PREFIX):]] = payload
+    return out

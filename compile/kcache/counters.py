@@ -21,6 +21,14 @@ class Stats:
     binary_misses: int = 0  # kernels rebuilt after a restore (docs/compile.md)
     verify_failures: int = 0  # restored regions refused by KCACHE_VERIFY_FIRST_USE
     store_failures: int = 0
+    # Precompiled regions (kcache.precompiled): blocks installed on the
+    # precompiled path, Dynamo traces of a region's block (cold only),
+    # regions or variants that took the traced path, guards that failed.
+    precompiled_blocks: int = 0
+    precompiled_traces: int = 0
+    precompiled_fallbacks: int = 0
+    precompiled_guard_failures: int = 0
+    precompiled_load_seconds: float = 0.0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     bytes_fetched: int = 0

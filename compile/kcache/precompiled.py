@@ -1,0 +1,321 @@
+"""Precompiled regions: warm starts that skip Dynamo.
+
+Every block of a region runs through one function Dynamo compiled ahead of
+time, `call(block, *args, **kwargs)`, with the block passed as an argument
+so that one trace serves every identical block. The function is PyTorch's
+own AOTCompiledFunction (Dynamo's bytecode, the guards PyTorch keeps on
+this path, and AOTAutograd's bundled entry with Inductor's compiled graphs,
+the backward lowered eagerly). kcache stores it with every kernel binary it
+loads, under a key found without tracing (kcache.precompiled_key), and a
+fresh process deserializes it: no Dynamo trace, no AOTAutograd, no Inductor
+code generation, no kernel build.
+
+Two kinds of bundle per region (docs/precompiled.md):
+
+- the index, under the region's key: which per-block constants the kept
+  guards pin (e.g. transformers' layer_idx when a KV cache is passed), or
+  the reason the region cannot be precompiled;
+- one variant per distinct set of those constants' values, under a key
+  that adds them: the serialized function and its kernel binaries.
+
+The rank that wins the index's lease traces one block, stores that block's
+variant, then publishes the index: every other block, in this process and
+on every rank, loads the variant instead of tracing. A region that cannot
+take this path (graph break, a guard or global that does not serialize, a
+changed source file, a guard that fails at run time) runs today's traced
+path (kcache.backend.RegionBackend), said once with the reason and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from . import _core, bundle_io, isa_probes
+from . import _torch_adaptor as adaptor
+from . import counters as stats
+from . import precompiled_key as pk
+from .keyfields import CompileSettings, short_target
+
+log = logging.getLogger("kcache")
+
+_MISSING = object()
+
+
+def call(block, *args, **kwargs):
+    """The function Dynamo compiles for every precompiled region."""
+    return block(*args, **kwargs)
+
+
+_F_GLOBALS = globals()
+
+
+def _fast_spec(args: tuple, kwargs: dict) -> tuple:
+    """A cheap hashable summary of what selects a compiled function: grad
+    mode, autocast, and each argument's tensor metadata or plain value."""
+
+    def one(v: Any):
+        if isinstance(v, torch.Tensor):
+            return (v.shape, v.stride(), v.dtype, v.device.type, v.requires_grad)
+        if v is None or isinstance(v, bool | int | float | str):
+            return v
+        if isinstance(v, list | tuple):
+            return tuple(one(x) for x in v)
+        return type(v)
+
+    autocast = tuple((d, torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")
+                     if torch.is_autocast_enabled(d))
+    return (torch.is_grad_enabled(), autocast, tuple(one(a) for a in args),
+            tuple(sorted((k, one(v)) for k, v in kwargs.items())))
+
+
+def _resolve_path(block: torch.nn.Module, path: str) -> Any:
+    """Reads "._modules['attn'].layer_idx" below `block`."""
+    obj: Any = block
+    for part in path.replace("._modules['", ".\x00").split("."):
+        if not part:
+            continue
+        if part.startswith("\x00"):
+            obj = obj._modules[part[1:].rstrip("']")]
+        else:
+            obj = getattr(obj, part)
+    return obj if obj is None or isinstance(obj, bool | int | float | str) else repr(obj)
+
+
+@dataclass
+class _SpecState:
+    """One region under one call signature: its index and loaded variants."""
+
+    key: str
+    fields: dict[str, str]
+    label: str
+    constants: list[str] = field(default_factory=list)
+    fallback: str | None = None
+    variants: dict[str, Any] = field(default_factory=dict)  # variant key -> fn or None
+
+
+class PrecompiledRegion:
+    """One region (distinct block structure) under one set of compile settings."""
+
+    def __init__(self, name: str, settings: CompileSettings, store,
+                 traced: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
+        self.name = name
+        self.settings = settings
+        self.store = store
+        self.traced = traced  # today's path for one block (RegionBackend under torch.compile)
+        self._specs: dict[tuple, _SpecState] = {}
+        self._said: set[str] = set()
+
+    # ------------------------------------------------------------ running
+
+    def run(self, wrapper: "PrecompiledBlock", args: tuple, kwargs: dict):
+        block = wrapper._modules["_orig_mod"]
+        spec = (block.training, _fast_spec(args, kwargs))
+        ready = wrapper.__dict__["_kc_ready"]
+        fn = ready.get(spec, _MISSING)
+        if fn is _MISSING:
+            fn = ready[spec] = self._function_for(block, spec, args, kwargs)
+            if fn is not None:
+                stats.bump(precompiled_blocks=1)
+        if fn is not None:
+            if adaptor.aot_guard_check(fn, block, *args, **kwargs):
+                return adaptor.aot_run(fn, block, *args, **kwargs)
+            reason = adaptor.aot_guard_failure(fn, block, *args, **kwargs)
+            stats.bump(precompiled_guard_failures=1)
+            self._say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
+                           "block (%s); that block takes the traced path", self.name, reason)
+            ready[spec] = None
+        return self._traced_module(wrapper)(*args, **kwargs)
+
+    def _traced_module(self, wrapper: "PrecompiledBlock") -> torch.nn.Module:
+        traced = wrapper.__dict__.get("_kc_traced")
+        if traced is None:
+            traced = wrapper.__dict__["_kc_traced"] = self.traced(wrapper._modules["_orig_mod"])
+        return traced
+
+    def _say_once(self, what: str, msg: str, *args: Any) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            log.warning(msg, *args)
+
+    # ------------------------------------------------------------ resolving
+
+    def _function_for(self, block, spec: tuple, args: tuple, kwargs: dict):
+        desc = pk.block_description(block)
+        by = (pk.canon(desc), spec)  # blocks of one name may still differ (two Embeddings)
+        state = self._specs.get(by)
+        if state is None:
+            state = self._specs[by] = self._index(block, desc, args, kwargs)
+        if state.fallback is not None:
+            return None
+        vkey, vexpl = self._variant_key(state, block)
+        if vkey not in state.variants:
+            state.variants[vkey] = self._variant(state, vkey, vexpl, block, args, kwargs)
+        return state.variants[vkey]
+
+    def _variant_key(self, state: _SpecState, block) -> tuple[str, str]:
+        try:
+            constants = {p: _resolve_path(block, p) for p in state.constants}
+        except (AttributeError, KeyError, TypeError) as e:
+            constants = {"unresolvable": repr(e)}
+        requires_grad = [p.requires_grad for p in block.parameters()]
+        fields = pk.variant_fields(state.fields, constants, requires_grad)
+        return pk.key_of(fields, state.label, {"index": state.key})
+
+    def _index(self, block, desc: dict, args: tuple, kwargs: dict) -> _SpecState:
+        if pk.device_of(block, args) == "cpu":
+            isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
+        fields = pk.region_fields(block, args, kwargs, self.settings, block_desc=desc)
+        label = pk.label_of(self.name, block, args, kwargs, self.settings)
+        key, explanation = pk.key_of(fields, label, {"kind": "precompiled index"})
+        state = _SpecState(key, fields, label)
+        from .backend import _keys_seen, _outcomes
+
+        _keys_seen.append(key)
+
+        def produce_index() -> bytes:
+            # This rank holds the region's lease: trace one block, store its
+            # variant, then publish the index the other ranks wait for.
+            try:
+                fn, blob, vkey = self._compile_first(state, block, args, kwargs)
+            except adaptor.PrecompileUnsupported as e:
+                return bundle_io.pack_precompiled(key, explanation, index={"fallback": str(e)})
+            state.variants[vkey] = fn
+            try:
+                if not self.store.put(vkey, blob):
+                    log.warning("kcache: variant %s of %s kept on this node only (upload failed)",
+                                vkey[:12], self.name)
+            except _core.KcacheError as e:
+                log.warning("kcache: variant %s of %s not stored (%s)", vkey[:12], self.name, e)
+            return bundle_io.pack_precompiled(key, explanation,
+                                              index={"constants": state.constants})
+
+        try:
+            data, source = self.store.get_or_compile(key, produce_index, explanation)
+            index = bundle_io.unpack(data, key).index
+            if index is None:
+                raise ValueError("bundle has no precompiled index")
+        except (_core.KcacheError, ValueError) as e:
+            log.warning("kcache: precompiled index %s unusable (%s); tracing this region",
+                        key[:12], e)
+            index, source = {"fallback": f"index unusable: {e}"}, "error"
+        state.fallback = index.get("fallback")
+        state.constants = list(index.get("constants", []))
+        outcome = {"label": label, "status": source,
+                   "path": "traced" if state.fallback else "precompiled"}
+        if state.fallback:
+            outcome["reason"] = state.fallback
+            stats.bump(precompiled_fallbacks=1)
+            self._say_once("fallback", "kcache: region %s is not precompiled (%s); it takes the "
+                           "traced path", self.name, state.fallback)
+        _outcomes.setdefault(key, outcome)
+        return state
+
+    def _compile(self, block, args: tuple, kwargs: dict) -> tuple[Any, dict[str, bytes], float]:
+        start = time.perf_counter()
+        with adaptor.record_loaded_libraries() as libraries:
+            fn = adaptor.aot_compile_call(call, (block, *args), kwargs, self.settings.mode,
+                                          self.settings.options, self.settings.dynamic)
+        root = adaptor.inductor_cache_dir()
+        binaries = {rel: (root / rel).read_bytes() for rel in libraries}
+        seconds = time.perf_counter() - start
+        stats.bump(precompiled_traces=1, compiles=1, compile_seconds=seconds)
+        return fn, binaries, seconds
+
+    def _pack_variant(self, vkey: str, vexpl: str, fn, binaries, seconds: float) -> bytes:
+        blob = bundle_io.pack_precompiled(
+            vkey, vexpl, aot_function=adaptor.serialize_aot(fn), binaries=binaries,
+            compile_seconds=seconds, extra={"inlined_sources": adaptor.inlined_sources(fn)})
+        stats.bump(bytes_stored=len(blob))
+        return blob
+
+    def _compile_first(self, state: _SpecState, block, args, kwargs):
+        fn, binaries, seconds = self._compile(block, args, kwargs)
+        state.constants = adaptor.aot_guarded_constants(fn, "block")
+        vkey, vexpl = self._variant_key(state, block)
+        blob = self._pack_variant(vkey, vexpl, fn, binaries, seconds)
+        stats.bump(misses=1)
+        return fn, blob, vkey
+
+    def _variant(self, state: _SpecState, vkey: str, vexpl: str, block, args, kwargs):
+        produced: dict[str, Any] = {}
+
+        def compile_variant() -> bytes:
+            fn, binaries, seconds = self._compile(block, args, kwargs)
+            produced["fn"] = fn
+            return self._pack_variant(vkey, vexpl, fn, binaries, seconds)
+
+        try:
+            data, source = self.store.get_or_compile(vkey, compile_variant, vexpl)
+        except adaptor.PrecompileUnsupported as e:
+            return self._variant_fallback(state, f"variant not precompilable: {e}")
+        except _core.KcacheError as e:
+            log.warning("kcache: cache unusable for %s (%s); compiling without it", vkey[:12], e)
+            data, source = None, "error"
+        if "fn" in produced:
+            stats.bump(misses=1)
+            return produced["fn"]
+        if data is None:
+            try:
+                return self._compile(block, args, kwargs)[0]
+            except adaptor.PrecompileUnsupported as e:
+                return self._variant_fallback(state, str(e))
+        try:
+            return self._load(vkey, data, source, pk.device_of(block, args))
+        except bundle_io.WrongArch as e:
+            stats.bump(arch_refusals=1)
+            return self._variant_fallback(state, f"refused: {e}")
+        except (adaptor.PrecompileUnsupported, _core.KcacheError, ValueError, OSError) as e:
+            stats.bump(restore_failures=1)
+            return self._variant_fallback(state, f"variant {vkey[:12]} unusable: {e}")
+
+    def _variant_fallback(self, state: _SpecState, reason: str) -> None:
+        stats.bump(precompiled_fallbacks=1)
+        self._say_once(reason, "kcache: region %s: %s; those blocks take the traced path",
+                       self.name, reason)
+        return None
+
+    def _load(self, vkey: str, data: bytes, source: str, device: str):
+        start = time.perf_counter()
+        bundle = bundle_io.unpack(data, vkey, target=short_target(device))
+        if not bundle.aot_function:
+            raise ValueError("bundle has no precompiled function")
+        adaptor.restore_region(b"", bundle.binaries)
+        with adaptor.record_loaded_libraries() as loaded:
+            fn = adaptor.deserialize_aot(bundle.aot_function, _F_GLOBALS)
+        from .backend import _report_binary_misses
+
+        _report_binary_misses(vkey, set(loaded) - set(bundle.binaries))
+        tier = "hits_server" if source == "server" else "hits_node"
+        stats.bump(**{tier: 1}, bytes_fetched=len(data),
+                   precompiled_load_seconds=time.perf_counter() - start,
+                   compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
+        log.info("kcache: %s hit %s %s (precompiled)", source, vkey[:12], bundle.manifest.get("label"))
+        return fn
+
+
+class PrecompiledBlock(torch.nn.Module):
+    """A block whose forward runs its region's precompiled function.
+
+    The original block is the submodule `_orig_mod` (state_dict keys match
+    torch.compile's OptimizedModule); other attributes are read through.
+    """
+
+    def __init__(self, block: torch.nn.Module, region: PrecompiledRegion) -> None:
+        super().__init__()
+        self._orig_mod = block
+        self.__dict__["_kc_region"] = region
+        self.__dict__["_kc_ready"] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    def forward(self, *args: Any, **kwargs: Any):
+        return self.__dict__["_kc_region"].run(self, args, kwargs)
