@@ -439,7 +439,7 @@ def triton_cubins(mega_cache: bytes) -> dict[str, bytes]:
 
 
 def _precompile_required() -> dict[str, bool]:
-    from torch._dynamo import aot_compile, guards, package
+    from torch._dynamo import aot_compile, guards, package, pgo
 
     fn_cls = getattr(aot_compile, "AOTCompiledFunction", None)
     return {
@@ -449,6 +449,7 @@ def _precompile_required() -> dict[str, bool]:
             getattr(aot_compile, "CompileArtifacts", None), "__dataclass_fields__", {}),
         "torch._dynamo.package._hash_sourcelines": hasattr(package, "_hash_sourcelines"),
         "torch._dynamo.package.InlinedSource": hasattr(package, "InlinedSource"),
+        "torch._dynamo.pgo.get_code_state": hasattr(pgo, "get_code_state"),
         "torch._dynamo.guards.CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES": hasattr(
             guards.CheckFunctionManager, "UNSUPPORTED_SERIALIZATION_GUARD_TYPES"),
         "torch._dynamo.eval_frame.OptimizedModule": hasattr(torch._dynamo.eval_frame, "OptimizedModule"),
@@ -484,12 +485,31 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
     returning PyTorch's AOTCompiledFunction; PrecompileUnsupported when the
     region cannot take this path (the message says why)."""
     patches = inductor_config_patches(mode, options, dynamic)
+    _forget_automatic_dynamic(call)
     compiled = torch.compile(call, fullgraph=True, backend="inductor", dynamic=dynamic,
                              options={**patches, "guard_filter_fn": keep_serializable_guards})
     try:
         return compiled.aot_compile((tuple(args), dict(kwargs)))
     except Exception as e:  # noqa: BLE001 - every failure is a reason to fall back
         raise PrecompileUnsupported(_first_line(e)) from e
+
+
+def _forget_automatic_dynamic(fn) -> None:
+    """Each trace of `fn` starts as the first one in a fresh process would.
+
+    Dynamo remembers, per code object, which sizes and scalars changed
+    between traces (automatic dynamic) and makes them dynamic on the next
+    trace: a second block traced in the same process would get another
+    graph (a float like eps turned into a tensor) than in a fresh process.
+    kcache forgets that memory for its own `call` only, before each trace.
+    """
+    from torch._dynamo import pgo
+
+    code = fn.__code__
+    state = pgo.get_code_state()
+    for code_id in [c for c in state if c.name == code.co_name
+                    and c.firstlineno == code.co_firstlineno]:
+        del state[code_id]
 
 
 def _first_line(e: BaseException) -> str:
@@ -585,7 +605,7 @@ _CONSTANT_GUARD = None
 
 def aot_guarded_constants(fn, local: str) -> list[str]:
     """Paths below the argument `local` whose plain values the kept guards
-    pin (EQUALS/TRUE/FALSE/NONE matches), e.g. "._modules['attn'].layer_idx".
+    pin (EQUALS/CONSTANT/TRUE/FALSE/NONE matches), e.g. "._modules['attn'].layer_idx".
 
     These are the per-block constants a region's graph or bytecode was
     specialized on: kcache keys a precompiled variant by their values.
@@ -595,7 +615,7 @@ def aot_guarded_constants(fn, local: str) -> list[str]:
     global _CONSTANT_GUARD
     if _CONSTANT_GUARD is None:
         _CONSTANT_GUARD = re.compile(
-            r"(?:EQUALS_MATCH|TRUE_MATCH|FALSE_MATCH|NONE_MATCH): L\['(\w+)'\]"
+            r"(?:EQUALS_MATCH|CONSTANT_MATCH|TRUE_MATCH|FALSE_MATCH|NONE_MATCH): L\['(\w+)'\]"
             r"((?:\._modules\['\w+'\]|\.\w+)*) (?:==|is) ")
     found = []
     for line in aot_guard_text(fn).splitlines():

@@ -141,7 +141,7 @@ class RegionBackend:
             log.warning("kcache: cache unusable for %s (%s); compiling without it", key[:12], e)
             data, source = None, "error"
         _outcomes.setdefault(key, {"label": json.loads(explanation).get("label", ""),
-                                   "status": source})
+                                   "status": source, "path": "traced"})
         if "compiled" in produced or data is None:
             stats.bump(misses=1)
             _ready_in_process.add(key)
