@@ -1,0 +1,73 @@
+"""Precompiled regions on blocks beyond GPT-2 and Llama (tests/models/blocks.py):
+each kind either hits in a fresh process with outputs and gradients equal
+to eager's, or falls back to the traced path with its stated reason; and a
+mutation suite: every change that changes the graph misses, other weights
+and other block indices hit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kc_testing import PYTHON, REPO, python_env
+
+JOB = str(REPO / "tests" / "python" / "precompiled_job.py")
+
+# Kinds Dynamo cannot capture whole: they must fall back, with this reason.
+FALLS_BACK = {"graph_break": "graph_break()"}
+TOL = 1e-5  # Inductor reorders float math; eager comparison only
+
+
+def run(tmp_path, name, *args):
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
+                     PYTHONPATH=str(REPO / "tests"))
+    out = subprocess.run([PYTHON, JOB, *args], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.slow
+def test_block_zoo_hits_or_falls_back_with_its_reason(tmp_path):
+    cold, _ = run(tmp_path, "cold", "zoo")
+    warm, warm_log = run(tmp_path, "warm", "zoo")  # a fresh process, fresh Inductor dir
+    assert set(cold) == set(warm) and len(cold) == 8
+    for kind, w in warm.items():
+        c = cold[kind]
+        assert w["out_diff"] <= TOL and w["grad_diff"] <= TOL, (kind, w)
+        assert w["grads"] > 0, kind  # the backward really ran through the region
+        if kind in FALLS_BACK:
+            region = c["regions"][0]
+            assert region["path"] == "traced" and FALLS_BACK[kind] in region["reason"], (kind, c)
+            assert w["delta"]["precompiled_blocks"] == 0 and w["delta"]["precompiled_fallbacks"] == 1
+            assert f"is not precompiled ({w['regions'][0]['reason']}" in warm_log
+            continue
+        # Positive control: the cold run traced the region once for all 3 blocks.
+        assert c["delta"]["precompiled_traces"] == 1 and c["delta"]["misses"] == 1, (kind, c)
+        assert [r["path"] for r in c["regions"]] == ["precompiled"], (kind, c)
+        # Warm: every block precompiled, loaded from the node tier, no trace.
+        assert w["delta"]["precompiled_traces"] == 0 and w["delta"]["hits_node"] == 1, (kind, w)
+        assert w["delta"]["precompiled_blocks"] == 3 and w["delta"]["misses"] == 0, (kind, w)
+        assert w["delta"]["precompiled_guard_failures"] == 0, (kind, w)
+        # The restored code is the code compiled cold: identical numbers.
+        assert w["out_diff"] == c["out_diff"] and w["grad_diff"] == c["grad_diff"], kind
+
+
+@pytest.mark.slow
+def test_mutations_miss_and_other_weights_or_indices_hit(tmp_path):
+    result, _ = run(tmp_path, "mutations", "mutations")
+    hits = {"other_weights", "other_block_indices", "config_other_weights_and_indices"}
+    bases = {"base", "config_base"}
+    for name, r in result.items():
+        d = r["delta"]
+        assert r["out_diff"] <= TOL and r["grad_diff"] <= TOL, (name, r)
+        assert d["precompiled_blocks"] == 2 and d["precompiled_fallbacks"] == 0, (name, d)
+        if name in hits:
+            assert d["precompiled_traces"] == 0 and d["misses"] == 0 and d["hits_node"] == 1, (name, d)
+        else:  # the base compiles, and every mutation of it must miss
+            assert d["precompiled_traces"] == 1 and d["misses"] == 1 and d["hits_node"] == 0, (name, d)
+    assert set(result) - hits - bases == {
+        "eps", "activation", "dtype", "training_flag", "buffer_shape",
+        "config_value_read_in_forward", "config_flag_read_in_forward"}

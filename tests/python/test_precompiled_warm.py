@@ -1,0 +1,143 @@
+"""Warm starts that skip Dynamo, end to end against a real kcache-server.
+
+The demo job (examples/train_regional.py, 12 blocks, training) cold, then
+warm in a fresh process with an empty node tier and an empty Inductor
+directory: PyTorch's own counters and step log show no Dynamo trace at all,
+no AOTAutograd or FX-graph cache miss; a wrapper installed as Inductor's
+compiler counts zero kernel builds (and many in the cold run: the positive
+control); the server counts the hits; losses and gradients of 50 AdamW
+steps are bit-identical to the cold run's."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+from kc_testing import PYTHON, REPO, ServerProcess, python_env
+from test_cold_warm import _is_build, _is_region_compile
+
+JOB = str(REPO / "examples" / "train_regional.py")
+
+
+def start_job(tmp_path, cxx, name, url, *extra, layers=12, steps=50):
+    wrapper, _ = cxx
+    log = tmp_path / f"cxx-{name}.log"
+    env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
+                     KCACHE_TEST_CXX_LOG=str(log), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([PYTHON, JOB, "--layers", str(layers), "--steps", str(steps), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, log
+
+
+def finish(proc, log: pathlib.Path) -> dict:
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-4000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    lines = log.read_text().splitlines() if log.exists() else []
+    result["region_compiles"] = [l for l in lines if _is_region_compile(l)]
+    result["builds"] = [l for l in lines if _is_build(l)]
+    result["stderr"] = stderr
+    return result
+
+
+def run_job(tmp_path, cxx, name, url, *extra, **kw) -> dict:
+    return finish(*start_job(tmp_path, cxx, name, url, *extra, **kw))
+
+
+def block_traces(result: dict) -> list[str]:
+    """Dynamo traces of kcache's precompiled `call` (one per region compiled)."""
+    return [t for t in result["dynamo_traced"] if t.startswith("call ") and "precompiled.py" in t]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrapper, model):
+    server = ServerProcess(tmp_path)
+    try:
+        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--model", model)
+        k = cold["kcache"]
+        regions = [r for r in cold["regions"] if r["path"] == "precompiled"]
+        # Every part of the model is precompiled; the repeated block is one
+        # region: traced once for all 12 blocks (positive controls: Dynamo
+        # traced, Inductor generated code, the host compiler built kernels).
+        assert len(regions) == len(cold["regions"]) >= 4
+        assert k["precompiled_traces"] == len(regions) == len(block_traces(cold))
+        assert len(cold["dynamo_traced"]) == len(regions), cold["dynamo_traced"]
+        assert k["precompiled_blocks"] >= 12 + len(regions) - 1
+        assert cold["stats"].get("unique_graphs", 0) == len(regions)
+        # (aot_compile bypasses the FX-graph cache lookup; AOTAutograd's
+        # misses count the graphs Inductor compiled.)
+        assert cold["aot_autograd"].get("autograd_cache_miss", 0) >= len(regions)
+        assert len(cold["region_compiles"]) > 0
+        after_cold = server.metrics()
+
+        warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, "--model", model)
+        w = warm["kcache"]
+        # Dynamo traced no frame at all (its step log and its counters).
+        assert warm["dynamo_traced"] == [] and warm["stats"] == {}, warm["dynamo_traced"]
+        assert w["precompiled_traces"] == 0 and w["misses"] == 0 and w["compiles"] == 0
+        assert w["precompiled_blocks"] == k["precompiled_blocks"]
+        assert w["precompiled_fallbacks"] == w["precompiled_guard_failures"] == 0
+        # Hits, counted by kcache, by its client and by the server.
+        assert w["hits_server"] == len(regions) and w["client"]["server_hits"] >= 2 * len(regions)
+        assert [r["status"] for r in warm["regions"]] == ["server"] * len(regions)
+        after_warm = server.metrics()
+        assert (after_warm["kcache_cache_hits_total"] - after_cold["kcache_cache_hits_total"]
+                >= 2 * len(regions))  # an index and a variant per region
+        # PyTorch: no FX-graph or AOTAutograd cache miss, nothing generated.
+        assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
+        assert warm["aot_autograd"].get("autograd_cache_miss", 0) == 0
+        # The host compiler built none of the model's kernels, nor the ISA probes.
+        assert warm["region_compiles"] == [] and warm["builds"] == [], warm["builds"][:3]
+        # 50 AdamW steps: bit-identical losses and gradients.
+        assert len(warm["losses"]) == 50
+        assert warm["losses"] == cold["losses"]
+        assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_kv_cache_blocks_are_variants_by_layer_index(tmp_path, cxx_wrapper):
+    """With transformers' KV cache on, each GPT2Block writes its own cache
+    layer: Dynamo's guards pin attn.layer_idx, so each index is a variant
+    (one trace per variant cold, none warm), never a false hit."""
+    server = ServerProcess(tmp_path)
+    try:
+        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--kv-cache", layers=3, steps=3)
+        warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, "--kv-cache", layers=3, steps=3)
+        others = len(cold["regions"]) - 1  # embeddings, dropout, final norm, head
+        assert cold["kcache"]["precompiled_traces"] == others + 3
+        assert warm["kcache"]["precompiled_traces"] == 0 and warm["dynamo_traced"] == []
+        assert warm["kcache"]["hits_server"] == others + 3
+        assert warm["kcache"]["precompiled_guard_failures"] == 0
+        assert warm["losses"] == cold["losses"]
+        assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_two_cold_ranks_trace_each_region_once_cluster_wide(tmp_path, cxx_wrapper):
+    server = ServerProcess(tmp_path)
+    try:
+        jobs = [start_job(tmp_path, cxx_wrapper, f"rank{i}", server.url, layers=4, steps=3)
+                for i in range(2)]
+        a, b = (finish(*j) for j in jobs)
+        regions = len(a["regions"])
+        assert regions == len(b["regions"]) >= 4
+        # One Dynamo trace per region across both processes, whoever won each lease.
+        traces = a["kcache"]["precompiled_traces"] + b["kcache"]["precompiled_traces"]
+        assert traces == regions, (a["kcache"], b["kcache"])
+        assert len(block_traces(a)) + len(block_traces(b)) == regions
+        # Every region's index and first variant were uploaded once.
+        m = server.metrics()
+        assert m["kcache_uploads_total"] == 2 * regions + 1  # + the ISA probes entry
+        assert a["losses"] == b["losses"]
+        assert a["all_grads_sha256"] == b["all_grads_sha256"]
+    finally:
+        server.stop()
