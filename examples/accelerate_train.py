@@ -17,6 +17,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 import kcache
 import kcache.accelerate
+import kcache.api
 from kcache import _torch_adaptor as adaptor
 
 
@@ -47,7 +48,8 @@ def main() -> None:
         losses.append(loss.item())
     c = adaptor.counters()
     print(json.dumps({"losses": losses, "inductor": c.get("inductor", {}),
-                      "aot_autograd": c.get("aot_autograd", {}), "kcache": kcache.stats()}))
+                      "aot_autograd": c.get("aot_autograd", {}), "stats": c.get("stats", {}),
+                      "kcache": kcache.stats(), "regions": kcache.api.region_outcomes()}))
 
 
 if __name__ == "__main__":

@@ -39,9 +39,27 @@ def test_install_rebinds_accelerate_names():
 @pytest.mark.slow
 def test_accelerate_mixed_precision_cold_then_warm(tmp_path):
     cold = run(tmp_path, "cold")
-    # The compiled twin really ran (the mixed-precision forward was rebound):
-    assert cold["kcache"]["regions_seen"] >= 2 and cold["kcache"]["compiles"] >= 1
+    # Accelerate's bf16 regional path took kcache's precompiled path: the
+    # compiled twin really ran (the mixed-precision forward was rebound),
+    # every region traced once, under autocast.
+    k = cold["kcache"]
+    assert k["precompiled_blocks"] >= 2 and k["precompiled_traces"] >= 1 and k["compiles"] >= 1
+    assert {r["path"] for r in cold["regions"]} == {"precompiled"}, cold["regions"]
     warm = run(tmp_path, "warm")
-    assert warm["kcache"]["misses"] == 0 and warm["kcache"]["hits_node"] == cold["kcache"]["misses"]
-    assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
-    assert warm["losses"] == pytest.approx(cold["losses"], rel=1e-3)
+    w = warm["kcache"]
+    assert w["misses"] == 0 and w["hits_node"] == k["misses"] and w["precompiled_traces"] == 0
+    assert warm["stats"] == {}  # Dynamo traced nothing
+    assert warm["aot_autograd"].get("autograd_cache_miss", 0) == 0
+    assert warm["losses"] == cold["losses"]
+
+
+@pytest.mark.slow
+def test_accelerate_mixed_precision_traced_path(tmp_path):
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="0",
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind-traced"))
+    out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cold = json.loads(out.stdout.strip().splitlines()[-1])
+    assert cold["kcache"]["regions_seen"] >= 2 and cold["kcache"]["compiles"] >= 1
+    assert cold["kcache"]["precompiled_blocks"] == 0

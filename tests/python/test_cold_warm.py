@@ -1,6 +1,8 @@
-"""The thin path end to end: a real training job compiles its regions cold,
-and a fresh process restores them with zero recompiles — proved by
-PyTorch's own counters and by a wrapper installed as Inductor's compiler."""
+"""The traced path end to end (KCACHE_PRECOMPILED=0, and what a region that
+cannot be precompiled takes): a real training job compiles its regions
+cold, and a fresh process restores them with zero recompiles — proved by
+PyTorch's own counters and by a wrapper installed as Inductor's compiler.
+The precompiled path has its own proof (test_precompiled_warm.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def run_job(tmp_path, cxx, name, *extra, cache_dir=None):
         TORCHINDUCTOR_CACHE_DIR=str(cache_dir or tmp_path / f"inductor-{name}"),
         CXX=str(wrapper),
         KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"),
+        KCACHE_PRECOMPILED="0",
     )
     out = subprocess.run([PYTHON, JOB, "--layers", "2", "--steps", "2", *extra],
                          capture_output=True, text=True, env=env, timeout=900)
@@ -75,6 +78,7 @@ def test_cold_then_warm_restores_with_zero_recompiles(tmp_path, cxx_wrapper):
     assert warm["kcache"]["hits_node"] == cold["kcache"]["misses"]
     # PyTorch's own counters: nothing was generated or traced by AOTAutograd again.
     assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
+    assert warm["inductor"].get("fxgraph_cache_bypass", 0) == 0
     assert warm["inductor"].get("fxgraph_cache_hit", 0) >= cold["inductor"]["fxgraph_cache_miss"]
     # AOTAutograd: every graph PyTorch itself caches is a hit. PyTorch never
     # saves some trivial graphs (an output that aliases an input, such as a

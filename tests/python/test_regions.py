@@ -63,13 +63,28 @@ def test_compile_regions_matches_accelerate_structure():
     ours_names = [n for n, _ in ours.named_modules()]
     assert ours_names == [n for n, _ in theirs.named_modules()]
     assert ours.transformer.h[0]._orig_mod is model.transformer.h[0]
-    assert ours.transformer.h[1].__class__.__name__ == "OptimizedModule"
+    # Blocks take the precompiled path (a wrapper with the same _orig_mod
+    # layout as torch.compile's OptimizedModule), or the traced one.
+    assert ours.transformer.h[1].__class__.__name__ == "PrecompiledBlock"
+    assert list(ours.state_dict()) == list(theirs.state_dict())
     assert all(a is b for a, b in zip(ours.parameters(), model.parameters()))
+    assert ours.transformer.h[0].attn is model.transformer.h[0].attn  # attributes read through
+
+
+def test_traced_path_keeps_accelerates_module_types(monkeypatch):
+    from accelerate.utils import compile_regions as accelerate_compile_regions
+
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "0")
+    model = gpt2(2)
+    ours = kcache.compile_regions(model)
+    theirs = accelerate_compile_regions(model)
+    assert ours.transformer.h[1].__class__.__name__ == "OptimizedModule"
+    assert [type(m).__name__ for m in ours.modules()] == [type(m).__name__ for m in theirs.modules()]
 
 
 def test_model_without_repeated_blocks_is_compiled_whole():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     compiled = kcache.compile_regions(model)
-    assert type(compiled).__name__ == "OptimizedModule"
+    assert type(compiled).__name__ == "PrecompiledBlock"
     assert compiled._orig_mod is model
     assert find_regions(model) == []

@@ -1,4 +1,4 @@
-"""The mission's path end to end: a cold training job compiles each distinct
+"""The traced path (KCACHE_PRECOMPILED=0) end to end: a cold training job compiles each distinct
 region once and uploads it to a real kcache-server; a fresh process (empty
 node tier, empty Inductor cache) fetches every region from the server and
 PyTorch generates no code and runs no host compiler for it."""
@@ -21,7 +21,7 @@ def run_job(tmp_path, cxx, name, url):
     log = tmp_path / f"cxx-{name}.log"
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
-                     KCACHE_TEST_CXX_LOG=str(log))
+                     KCACHE_TEST_CXX_LOG=str(log), KCACHE_PRECOMPILED="0")
     out = subprocess.run([PYTHON, str(REPO / "examples" / "train_regional.py"), "--layers", str(LAYERS),
                           "--steps", "2"], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -53,6 +53,8 @@ def test_twelve_block_gpt2_warm_from_the_server(tmp_path, cxx_wrapper):
         # for anything PyTorch itself caches (see test_cold_warm for the one
         # trivial graph it never caches).
         assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
+        assert warm["inductor"].get("fxgraph_cache_bypass", 0) == 0
+        assert warm["inductor"].get("fxgraph_cache_hit", 0) >= cold["inductor"]["fxgraph_cache_miss"] > 0
         never_saved = (cold["aot_autograd"].get("autograd_cache_miss", 0)
                        - cold["aot_autograd"].get("autograd_cache_saved", 0))
         assert warm["aot_autograd"].get("autograd_cache_miss", 0) == never_saved
