@@ -67,7 +67,12 @@ def main() -> None:
     p.add_argument("--mode", default=None)
     p.add_argument("--compiler", choices=["kcache", "accelerate", "eager"], default="kcache")
     p.add_argument("--kv-cache", action="store_true", help="keep the model's KV cache on")
+    p.add_argument("--mega-cache-load", help="torch.compiler.load_cache_artifacts() this file first")
+    p.add_argument("--mega-cache-save", help="torch.compiler.save_cache_artifacts() to this file")
     args = p.parse_args()
+    if args.mega_cache_load:  # PyTorch's own portable caches (a reference in bench/warmstart)
+        with open(args.mega_cache_load, "rb") as f:
+            torch.compiler.load_cache_artifacts(f.read())
 
     import kcache
     import kcache.api
@@ -107,6 +112,10 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
         step_times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+    if args.mega_cache_save:
+        saved = torch.compiler.save_cache_artifacts()
+        with open(args.mega_cache_save, "wb") as f:
+            f.write(saved[0] if saved else b"")
     c = adaptor.counters()
     print(json.dumps({
         "compiler": args.compiler,

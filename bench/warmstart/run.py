@@ -1,0 +1,139 @@
+"""Warm starts against PyTorch's own caches: time to the first training step.
+
+Every cell is its own fresh process running examples/train_regional.py
+(training, AdamW) with its own Inductor directory unless the cell is about
+reusing one. In one run, per model configuration:
+
+  eager                 no compile: the reference every overhead subtracts
+  cold regional         Accelerate's compile_regions, empty Inductor dir
+  pytorch warm dir      the same, reusing the cold run's Inductor dir
+  pytorch mega-cache    save_cache_artifacts() after a cold run, loaded into
+                        a fresh dir (PyTorch's portable caches)
+  pytorch remote        FX-graph + AOTAutograd remote caches on a real
+                        redis-server, warm, fresh dir (what a user gets
+                        without kcache; a cold run fills redis first)
+  kcache traced         kcache-server warm, KCACHE_PRECOMPILED=0, fresh
+                        node tier and Inductor dir (a cold run fills it)
+  kcache precompiled    the same with precompiled regions (the default)
+
+Compile overhead = time to first step - eager's time to first step, both
+from process start (imports, model build, compile or load, first step).
+
+    .venv/bin/python bench/warmstart/run.py              # writes results.json, REPORT.md, plot.png
+    .venv/bin/python bench/warmstart/run.py --quick      # GPT-2, 12 blocks only
+    .venv/bin/python bench/warmstart/run.py --report     # REPORT.md and plot from results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "bench" / "coldstart"))
+import services  # noqa: E402
+
+JOB = REPO / "examples" / "train_regional.py"
+STEPS = 2
+HIDDEN = 64
+
+
+def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, inductor: str,
+             **env_extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KCACHE_", "TORCHINDUCTOR_"))}
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(work / inductor), **env_extra)
+    extra = env.pop("JOB_ARGS", "").split()
+    cmd = [sys.executable, str(JOB), "--model", model, "--layers", str(layers), "--hidden",
+           str(HIDDEN), "--steps", str(STEPS), "--compiler", compiler, *extra]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"{tag}: {cmd} failed:\n{out.stderr[-3000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    cell = {"tag": tag, "process_s": round(time.perf_counter() - t0, 3),
+            "to_first_step_s": r["breakdown"]["to_first_step_s"], "breakdown": r["breakdown"],
+            "losses": r["losses"][:1], "dynamo_traces": len(r["dynamo_traced"]),
+            "fxgraph_miss": r["inductor"].get("fxgraph_cache_miss", 0),
+            "fxgraph_hit": r["inductor"].get("fxgraph_cache_hit", 0),
+            "autograd_miss": r["aot_autograd"].get("autograd_cache_miss", 0)}
+    if r.get("kcache"):
+        k = r["kcache"]
+        cell["kcache"] = {n: k[n] for n in ("hits_node", "hits_server", "misses", "compiles",
+                                            "precompiled_traces", "precompiled_blocks",
+                                            "precompiled_load_seconds", "precompiled_fallbacks")}
+    print(f"  {tag:28s} first step at {cell['to_first_step_s']:7.2f} s "
+          f"(traces {cell['dynamo_traces']})", flush=True)
+    return cell
+
+
+def configuration(work: Path, model: str, layers: int, redis_port: int, url: str) -> dict:
+    name = f"{model}-{layers}"
+    print(f"{name}:", flush=True)
+    w = work / name
+    w.mkdir()
+    c = {}
+    c["eager"] = run_cell(w, model, layers, "eager", "eager", "ind-eager")
+    c["cold_regional"] = run_cell(w, model, layers, "cold regional", "accelerate", "ind-local",
+                                  JOB_ARGS=f"--mega-cache-save {w / 'mega.bin'}")
+    c["pytorch_warm_dir"] = run_cell(w, model, layers, "pytorch warm Inductor dir", "accelerate",
+                                     "ind-local")
+    c["pytorch_mega_cache"] = run_cell(w, model, layers, "pytorch mega-cache", "accelerate",
+                                       "ind-mega", JOB_ARGS=f"--mega-cache-load {w / 'mega.bin'}")
+    remote = dict(TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
+                  TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT=str(redis_port))
+    run_cell(w, model, layers, "(pytorch remote, filling)", "accelerate", "ind-remote-cold", **remote)
+    c["pytorch_remote"] = run_cell(w, model, layers, "pytorch remote caches", "accelerate",
+                                   "ind-remote-warm", **remote)
+    for path, flag in (("traced", "0"), ("precompiled", "1")):
+        kc = dict(KCACHE_URL=url, KCACHE_PRECOMPILED=flag)
+        c[f"kcache_{path}_cold"] = run_cell(w, model, layers, f"kcache {path} cold", "kcache",
+                                            f"ind-kc-{path}-cold",
+                                            KCACHE_LOCAL_DIR=str(w / f"node-{path}-cold"), **kc)
+        c[f"kcache_{path}"] = run_cell(w, model, layers, f"kcache {path} warm", "kcache",
+                                       f"ind-kc-{path}-warm",
+                                       KCACHE_LOCAL_DIR=str(w / f"node-{path}-warm"), **kc)
+    eager = c["eager"]["to_first_step_s"]
+    for cell in c.values():
+        cell["overhead_s"] = round(cell["to_first_step_s"] - eager, 3)
+    return {"model": model, "layers": layers, "cells": c}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--configs", help="comma-separated model-layers, e.g. gpt2-12,llama-24")
+    p.add_argument("--report", action="store_true", help="only regenerate REPORT.md and the plot")
+    args = p.parse_args()
+    if not args.report:
+        configs = [("gpt2", 12)] if args.quick else [("gpt2", 12), ("llama", 12), ("gpt2", 24),
+                                                      ("llama", 24)]
+        if args.configs:
+            configs = [(c.split("-")[0], int(c.split("-")[1])) for c in args.configs.split(",")]
+        work = Path(tempfile.mkdtemp(prefix="kcache-bench-warmstart-"))
+        try:
+            _redis, port = services.start_redis(work)
+            _server, url = services.start_server(work, f"disk:{work / 'kcache-data'}")
+            rows = [configuration(work, m, n, port, url) for m, n in configs]
+        finally:
+            services.stop_all()
+        result = {"machine": {"host": platform.node(), "cpus": os.cpu_count(),
+                              "python": platform.python_version()},
+                  "steps": STEPS, "hidden": HIDDEN, "command": "bench/warmstart/run.py"
+                  + (" --quick" if args.quick else "")
+                  + (f" --configs {args.configs}" if args.configs else ""), "rows": rows}
+        (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+    import report
+
+    report.write(HERE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Precompiled regions never give a false hit and never lose a job: a changed
+source file that the key does not cover is caught after loading, a guard
+that fails at run time sends the block to the traced path, and corrupt
+stored bundles are refused and compiled again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from kc_testing import PYTHON, REPO, python_env
+
+HELPER = "def act(x):\n    return x.relu() * {factor}\n"
+BLOCK = textwrap.dedent("""
+    import torch
+    import helper_mod
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return x + helper_mod.act(self.lin(x))
+""")
+JOB = textwrap.dedent("""
+    import copy, json, torch, kcache, kcache.api
+    import blk_mod
+    torch.manual_seed(0)
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([blk_mod.Block() for _ in range(2)])
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+    model = Stack()
+    eager = copy.deepcopy(model)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    out = kcache.compile_regions(model)(x)
+    print(json.dumps({"diff": (out - eager(x)).abs().max().item(), "kcache": kcache.stats(),
+                      "regions": kcache.api.region_outcomes()}))
+""")
+
+
+def run(tmp_path, name):
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), PYTHONPATH=str(tmp_path / "src"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"))
+    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.slow
+def test_changed_inlined_source_is_caught_after_loading(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "blk_mod.py").write_text(BLOCK)
+    (src / "helper_mod.py").write_text(HELPER.format(factor=2))
+    cold, _ = run(tmp_path, "cold")
+    assert cold["kcache"]["precompiled_traces"] == 1 and cold["diff"] < 1e-5
+    # Same key (helper_mod defines no class of the block), other code: the
+    # recorded checksum of the inlined act() no longer matches.
+    (src / "helper_mod.py").write_text(HELPER.format(factor=3))
+    warm, log = run(tmp_path, "warm")
+    assert warm["kcache"]["hits_node"] == 0 and warm["kcache"]["restore_failures"] == 1
+    assert warm["kcache"]["precompiled_fallbacks"] == 1
+    assert "source changed since it was compiled: helper_mod:1-3" in log
+    assert warm["diff"] < 1e-5  # the new code ran, not the stored one
+    # A file the key covers: editing the block's own module is a new key, a miss.
+    (src / "blk_mod.py").write_text(BLOCK.replace("x + helper", "x - helper"))
+    edited, _ = run(tmp_path, "edited")
+    assert edited["kcache"]["precompiled_traces"] == 1 and edited["kcache"]["hits_node"] == 0
+    assert edited["diff"] < 1e-5
+
+
+@pytest.mark.slow
+def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "blk_mod.py").write_text(BLOCK)
+    (src / "helper_mod.py").write_text(HELPER.format(factor=2))
+    cold, _ = run(tmp_path, "cold")
+    files = [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
+    assert len(files) == 3  # ISA probes, index, variant
+    for p in files:
+        b = bytearray(p.read_bytes())
+        b[len(b) // 2] ^= 0xFF
+        p.write_bytes(bytes(b))
+    again, _ = run(tmp_path, "again")
+    assert again["kcache"]["client"]["refused"] == 3
+    assert again["kcache"]["precompiled_traces"] == 1 and again["diff"] < 1e-5
+
+
+def test_guard_failing_at_run_time_takes_the_traced_path(tmp_path, monkeypatch):
+    import sys
+
+    import torch
+
+    import kcache
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from models import blocks
+
+    monkeypatch.setenv("KCACHE_LOCAL_DIR", str(tmp_path / "node"))
+    kcache.configure(local_dir=str(tmp_path / "node"))
+    torch.manual_seed(0)
+    config = blocks.Config()
+    model = blocks.Stack([blocks.ConfigFlag(config, layer_idx=i) for i in range(2)])
+    compiled = kcache.compile_regions(model)
+    x, = blocks._tokens()
+    with torch.no_grad():
+        assert torch.allclose(compiled(x), model(x), atol=1e-5)
+        before = kcache.stats()["precompiled_guard_failures"]
+        config.scale = 0.125  # read in forward: guarded (CONSTANT_MATCH)
+        assert torch.allclose(compiled(x), model(x), atol=1e-5)
+    assert kcache.stats()["precompiled_guard_failures"] - before == 2  # each block, once
