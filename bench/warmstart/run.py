@@ -118,18 +118,19 @@ def main() -> None:
         if args.configs:
             configs = [(c.split("-")[0], int(c.split("-")[1])) for c in args.configs.split(",")]
         work = Path(tempfile.mkdtemp(prefix="kcache-bench-warmstart-"))
-        try:
-            _redis, port = services.start_redis(work)
-            _server, url = services.start_server(work, f"disk:{work / 'kcache-data'}")
-            rows = [configuration(work, m, n, port, url) for m, n in configs]
-        finally:
-            services.stop_all()
         result = {"machine": {"host": platform.node(), "cpus": os.cpu_count(),
                               "python": platform.python_version()},
                   "steps": STEPS, "hidden": HIDDEN, "command": "bench/warmstart/run.py"
                   + (" --quick" if args.quick else "")
-                  + (f" --configs {args.configs}" if args.configs else ""), "rows": rows}
-        (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+                  + (f" --configs {args.configs}" if args.configs else ""), "rows": []}
+        try:
+            _redis, port = services.start_redis(work)
+            _server, url = services.start_server(work, f"disk:{work / 'kcache-data'}")
+            for m, n in configs:  # results.json after each configuration
+                result["rows"].append(configuration(work, m, n, port, url))
+                (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+        finally:
+            services.stop_all()
     import report
 
     report.write(HERE)

@@ -71,3 +71,45 @@ def test_mutations_miss_and_other_weights_or_indices_hit(tmp_path):
     assert set(result) - hits - bases == {
         "eps", "activation", "dtype", "training_flag", "buffer_shape",
         "config_value_read_in_forward", "config_flag_read_in_forward"}
+
+
+MODES_JOB = r'''
+import json, sys, torch, kcache
+from models import blocks
+kwargs = json.loads(sys.argv[1])
+torch.manual_seed(0)
+model = blocks.Stack([blocks.WithBuffer() for _ in range(3)])
+compiled = kcache.compile_regions(model, **kwargs)
+outs = []
+for batch in ([2] if not kwargs.get("dynamic") else [2, 5]):
+    x = torch.randn(batch, 8, blocks.DIM, generator=torch.Generator().manual_seed(batch))
+    y = compiled(x)
+    y.square().mean().backward()
+    outs.append(y.detach().flatten().tolist())
+print(json.dumps({"outs": outs, "kcache": kcache.stats(),
+                  "regions": kcache.api.region_outcomes()}))
+'''
+
+MODES = {"max-autotune-no-cudagraphs": {"mode": "max-autotune-no-cudagraphs"},
+         "reduce-overhead": {"mode": "reduce-overhead"}, "dynamic": {"dynamic": True}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODES))
+def test_modes_and_dynamic_take_the_precompiled_path(tmp_path, name):
+    kwargs = json.dumps(MODES[name])
+
+    def job(phase):
+        env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), PYTHONPATH=str(REPO / "tests"),
+                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{phase}"))
+        out = subprocess.run([PYTHON, "-c", "import kcache.api\n" + MODES_JOB, kwargs],
+                             capture_output=True, text=True, env=env, timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = job("cold"), job("warm")
+    assert [r["path"] for r in cold["regions"]] == ["precompiled"], cold["regions"]
+    assert cold["kcache"]["precompiled_traces"] == 1
+    assert warm["kcache"]["precompiled_traces"] == 0 and warm["kcache"]["misses"] == 0
+    assert warm["kcache"]["hits_node"] >= 1 and warm["kcache"]["precompiled_blocks"] >= 3
+    assert warm["outs"] == cold["outs"]

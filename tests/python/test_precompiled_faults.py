@@ -47,6 +47,14 @@ JOB = textwrap.dedent("""
 """)
 
 
+def write_sources(tmp_path, factor=2):
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "blk_mod.py").write_text(BLOCK)
+    (src / "helper_mod.py").write_text(HELPER.format(factor=factor))
+    return src
+
+
 def run(tmp_path, name):
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), PYTHONPATH=str(tmp_path / "src"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"))
@@ -57,10 +65,7 @@ def run(tmp_path, name):
 
 @pytest.mark.slow
 def test_changed_inlined_source_is_caught_after_loading(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "blk_mod.py").write_text(BLOCK)
-    (src / "helper_mod.py").write_text(HELPER.format(factor=2))
+    src = write_sources(tmp_path)
     cold, _ = run(tmp_path, "cold")
     assert cold["kcache"]["precompiled_traces"] == 1 and cold["diff"] < 1e-5
     # Same key (helper_mod defines no class of the block), other code: the
@@ -80,11 +85,8 @@ def test_changed_inlined_source_is_caught_after_loading(tmp_path):
 
 @pytest.mark.slow
 def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "blk_mod.py").write_text(BLOCK)
-    (src / "helper_mod.py").write_text(HELPER.format(factor=2))
-    cold, _ = run(tmp_path, "cold")
+    write_sources(tmp_path)
+    run(tmp_path, "cold")
     files = [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
     assert len(files) == 3  # ISA probes, index, variant
     for p in files:
