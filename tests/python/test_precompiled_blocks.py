@@ -82,7 +82,7 @@ model = blocks.Stack([blocks.WithBuffer() for _ in range(3)])
 compiled = kcache.compile_regions(model, **kwargs)
 outs = []
 for batch in ([2] if not kwargs.get("dynamic") else [2, 5]):
-    x = torch.randn(batch, 8, blocks.DIM, generator=torch.Generator().manual_seed(batch))
+    x = torch.randn(batch, 8, blocks.DIM, generator=torch.Generator().manual_seed(batch)).requires_grad_()
     y = compiled(x)
     y.square().mean().backward()
     outs.append(y.detach().flatten().tolist())
