@@ -128,9 +128,22 @@ struct Client::Impl {
     return bytes;
   }
 
+  // First writer wins, but not a corrupt first writer: an object already
+  // present is verified, and one that fails is replaced by these bytes.
   void node_publish(std::string_view key, std::span<const std::uint8_t> bytes) {
     if (!node) return;
     auto r = node->publish(key, bytes);
+    if (!r.ok()) {
+      log(LogLevel::warn, "node tier publish failed: " + r.error().message);
+      return;
+    }
+    if (*r) return;
+    auto existing = node->read(key);
+    if (!existing || verify(key, *existing).ok()) return;
+    stats.refused.fetch_add(1);
+    log(LogLevel::warn, "node tier object " + short_key(key) + " was corrupt; replaced");
+    node->remove(key);
+    r = node->publish(key, bytes);
     if (!r.ok()) log(LogLevel::warn, "node tier publish failed: " + r.error().message);
   }
 

@@ -217,6 +217,25 @@ TEST_F(NodeTierTest, ClientDeletesACorruptObjectAndRecompiles) {
   EXPECT_DOUBLE_EQ(s.compile_seconds_saved, 2.0);
 }
 
+TEST_F(NodeTierTest, PutReplacesACorruptObjectButKeepsAGoodOne) {
+  auto client = Client::create(node_only(root_));
+  ASSERT_TRUE(client.ok()) << client.error().message;
+  NodeTier tier(root_.string(), 0);
+  auto key = random_key();
+  auto good = make_bundle(key, 500);
+  auto corrupt = good;
+  corrupt[corrupt.size() / 2] ^= 0x5a;
+  ASSERT_TRUE(*tier.publish(key, corrupt));  // a corrupt object is already there
+  ASSERT_TRUE((*client)->put(key, good).ok());
+  EXPECT_EQ(*tier.read(key), good);  // replaced, not kept
+  EXPECT_EQ((*client)->stats().refused, 1u);
+
+  auto other = make_bundle(key, 300);  // another valid bundle for the same key
+  ASSERT_TRUE((*client)->put(key, other).ok());
+  EXPECT_EQ(*tier.read(key), good);  // first valid writer wins
+  EXPECT_EQ((*client)->stats().refused, 1u);
+}
+
 TEST_F(NodeTierTest, ABundleForAnotherKeyIsRefused) {
   auto client = Client::create(node_only(root_));
   ASSERT_TRUE(client.ok());
