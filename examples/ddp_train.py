@@ -43,6 +43,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
     p.add_argument("--node-dir", help="KCACHE_LOCAL_DIR; {rank} is replaced")
     p.add_argument("--out", required=True, help="folder for rank-R.json")
+    p.add_argument("--kv-cache", action="store_true",
+                   help="keep transformers' KV cache on (its default; each block is then traced)")
     return p.parse_args()
 
 
@@ -68,7 +70,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     world = dist.get_world_size()
     torch.manual_seed(0)
-    model = build_model(args.model, args.layers, args.hidden)
+    model = build_model(args.model, args.layers, args.hidden, args.kv_cache)
     if args.compiler == "kcache":
         model = kcache.compile_regions(model)
     else:

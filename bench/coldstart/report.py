@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KCACHE_SETUPS = ("node", "server-disk", "server-redis")
+KCACHE_SETUPS = ("node", "server-disk", "server-redis", "precompiled")
+# Setups without kcache, compared against: every rank compiles; or PyTorch's
+# own remote caches on redis-server.
+PLAIN_SETUPS = ("none", "pytorch-remote")
 
 
 def _by(results: list[dict]) -> dict[tuple[str, int], dict]:
@@ -40,7 +43,7 @@ def summary_table(results: list[dict]) -> list[str]:
                 f"| {r['n']} | {r['setup']} | {wave} | {w['all_ready_s']:.1f} | {w['all_first_allreduce_s']:.1f} | "
                 f"{w['cxx_codegen']} / {w['cxx_runs']} | {w['cxx_cpu_s']:.1f} | {w['rank_cpu_s']:.0f} | "
                 f"{int(srv['kcache_http_requests_total']) if srv else '-'} | "
-                f"{int(srv['kcache_sent_bytes_total']) if srv else '-'} | {waits if r['setup'] != 'none' else '-'} |")
+                f"{int(srv['kcache_sent_bytes_total']) if srv else '-'} | {waits if r['setup'] not in PLAIN_SETUPS else '-'} |")
     return lines
 
 
@@ -52,7 +55,7 @@ def target_checks(results: list[dict]) -> list[str]:
              + " | restart wave codegen runs (target 0) |",
              "|---|---:|---:|" + "---:|" * (len([n for n in ns if n > 1]) + 1)]
     top = max(ns)
-    for setup in ("none",) + KCACHE_SETUPS:
+    for setup in PLAIN_SETUPS + KCACHE_SETUPS:
         one, big = by.get((setup, 1), {}).get("cold"), by.get((setup, top), {}).get("cold")
         if not one or not big or "error" in one or "error" in big:
             continue
@@ -80,7 +83,7 @@ def headline(results: list[dict]) -> list[str]:
         return []
     lines = [f"At N={top}, without kcache every rank compiles: {none['all_ready_s']:.0f} s until all regions "
              f"are ready, {none['cxx_codegen']} host-compiler builds, {none['cxx_cpu_s']:.0f} CPU-s of g++."]
-    for setup in KCACHE_SETUPS:
+    for setup in ("pytorch-remote",) + KCACHE_SETUPS:
         r = by.get((setup, top), {})
         cold, restart = r.get("cold"), r.get("restart")
         if not cold or "error" in cold:
@@ -140,7 +143,7 @@ def plot(results: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for setup in ("none",) + KCACHE_SETUPS:
+    for setup in PLAIN_SETUPS + KCACHE_SETUPS:
         for wave, style in (("cold", "-o"), ("restart", "--x")):
             pts = [(r["n"], r[wave]) for r in results if r["setup"] == setup
                    and r.get(wave) and "error" not in r[wave]]
@@ -178,7 +181,11 @@ def write(results_path: Path, report_path: Path, plot_path: Path) -> None:
         "Setups: **none** — Accelerate's `compile_regions`, no kcache: every rank compiles. **node** — "
         "kcache's node tier only, one directory shared by all ranks (one machine). **server-disk** / "
         "**server-redis** — kcache-server on its disk storage / on redis-server, and each rank with a node "
-        "directory of its own (one rank per machine: the server is the only thing they share). "
+        "directory of its own (one rank per machine: the server is the only thing they share); these three "
+        "take kcache's traced path (KCACHE_PRECOMPILED=0). **precompiled** — server-disk with precompiled "
+        "regions (docs/precompiled.md), kcache's default. **pytorch-remote** — no kcache; PyTorch's own "
+        "FX-graph and AOTAutograd remote caches on a real redis-server (on CPU they carry no kernel "
+        "binaries, so every rank still builds its kernels). "
         "**cold** wave: empty caches everywhere. **restart** wave: the same N ranks again with empty "
         "Inductor directories (new containers); the node setup keeps its node directory, the server setups "
         "start with empty node directories (ranks restarted on other machines).",

@@ -1,10 +1,20 @@
 """Cluster cold start on one machine: N data-parallel ranks (torchrun, gloo
-on loopback, examples/ddp_train.py) under four setups in one run —
+on loopback, examples/ddp_train.py) under six setups —
 
-  none          no kcache: Accelerate's compile_regions, every rank compiles
-  node          kcache's node tier only (one directory shared by the ranks)
-  server-disk   kcache-server on its disk storage; each rank its own node dir
-  server-redis  kcache-server on redis-server; each rank its own node dir
+  none            no kcache: Accelerate's compile_regions, every rank compiles
+  pytorch-remote  no kcache, with PyTorch's own FX-graph + AOTAutograd remote
+                  caches on a real redis-server (what users pick instead)
+  node            kcache's node tier only (one directory shared by the ranks)
+  server-disk     kcache-server on its disk storage; each rank its own node dir
+  server-redis    kcache-server on redis-server; each rank its own node dir
+  precompiled     server-disk with precompiled regions (docs/precompiled.md)
+
+node, server-disk and server-redis take kcache's traced path
+(KCACHE_PRECOMPILED=0), as when they were first measured; precompiled is
+the default path of kcache.compile_regions. The job keeps transformers'
+default KV cache on (--kv-cache), as when the first setups were measured:
+Dynamo then traces every block, and a precompiled region has one variant
+per layer index (docs/precompiled.md).
 
 — for N = 1, 4, 8, 16, each a cold wave (empty caches: a fresh server and
 storage, fresh directories) followed by a restart wave (the same N ranks
@@ -19,6 +29,8 @@ stopped at the end, on a timeout and on Ctrl-C.
 
     .venv/bin/python bench/coldstart/run.py             # writes results.json, REPORT.md, plot.png here
     .venv/bin/python bench/coldstart/run.py --ranks 1 4 --setups none node
+    .venv/bin/python bench/coldstart/run.py --setups precompiled pytorch-remote --merge
+                    # replaces those setups' rows in results.json, keeps the others
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ from pathlib import Path
 import services
 
 HERE = Path(__file__).resolve().parent
-SETUPS = ("none", "node", "server-disk", "server-redis")
+SETUPS = ("none", "pytorch-remote", "node", "server-disk", "server-redis", "precompiled")
 
 
 def parse_cxx_log(path: Path) -> dict[str, dict[str, float]]:
@@ -64,15 +76,15 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     """One wave: N ranks under torchrun. Returns per-rank results and totals."""
     out_dir = work / f"out-{wave}"
     cxx_log = work / f"cxx-{wave}.log"
-    compiler = "accelerate" if setup == "none" else "kcache"
+    compiler = "accelerate" if setup in ("none", "pytorch-remote") else "kcache"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
            "--max-restarts=0", str(services.REPO / "examples" / "ddp_train.py"),
            "--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
-           "--steps", str(args.steps), "--compiler", compiler, "--out", str(out_dir),
+           "--steps", str(args.steps), "--compiler", compiler, "--out", str(out_dir), "--kv-cache",
            "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
     if setup == "node":
         cmd += ["--node-dir", str(work / "node-shared")]
-    elif setup.startswith("server"):
+    elif setup.startswith("server") or setup == "precompiled":
         cmd += ["--node-dir", str(work / f"node-{wave}" / "rank-{rank}")]
     env = dict(env, COLDSTART_CXX_LOG=str(cxx_log), BENCH_T0=repr(time.time()))
     log = open(work / f"torchrun-{wave}.log", "wb")
@@ -112,17 +124,23 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
     env = dict(base_env)
     server = None
     try:
-        if setup == "server-disk":
+        if setup in ("server-disk", "precompiled"):
             server, url = services.start_server(work, f"disk:{work / 'server-data'}")
         elif setup == "server-redis":
             _, port = services.start_redis(work)
             server, url = services.start_server(work, f"redis://127.0.0.1:{port}")
+        if setup == "pytorch-remote":
+            _, port = services.start_redis(work)
+            env.update(TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
+                       TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT=str(port))
+        env["KCACHE_PRECOMPILED"] = "1" if setup == "precompiled" else "0"
         if server is not None:
             env["KCACHE_URL"] = url
         result = {"setup": setup, "n": n}
         # Without kcache nothing survives a restart into new containers: the
         # restart wave is the cold wave again (run it with --none-restart).
         waves = ("cold", "restart") if setup != "none" or args.none_restart else ("cold",)
+        # PyTorch's remote caches survive the restart (redis keeps them).
         for wave in waves:
             before = services.server_metrics(url) if server else {}
             res = launch(work, n, wave, setup, env, args, args.timeout)
@@ -156,6 +174,8 @@ def main() -> None:
     p.add_argument("--timeout", type=int, default=900, help="seconds per wave")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     p.add_argument("--keep", action="store_true", help="keep the work folders")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of other setups (and ranks) already in --out")
     p.add_argument("--none-restart", action="store_true",
                    help="also run the no-kcache setup's restart wave (a repeat of its cold wave)")
     args = p.parse_args()
@@ -167,12 +187,19 @@ def main() -> None:
     base_env.update(CXX=str(HERE / "cxx_counter.sh"), TORCHINDUCTOR_COMPILE_THREADS="1",
                     OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
     t0 = time.time()
-    results = []
+    results, kept_meta = [], {}
+    if args.merge and args.out.exists():
+        old = json.loads(args.out.read_text())
+        kept_meta = old.get("meta", {})
+        results = [r for r in old["results"] if not (r["setup"] in args.setups and r["n"] in args.ranks)]
     try:
         for n in args.ranks:
             for setup in args.setups:
                 results.append(run_setup(root, setup, n, args, base_env))
-                args.out.write_text(json.dumps({"meta": meta(args, t0), "results": results}, indent=1))
+                m = meta(args, t0)
+                if kept_meta:
+                    m = {**kept_meta, "merged": kept_meta.get("merged", []) + [m]}
+                args.out.write_text(json.dumps({"meta": m, "results": results}, indent=1))
     except KeyboardInterrupt:
         print("interrupted: stopping every process started", file=sys.stderr)
         raise SystemExit(130)

@@ -26,7 +26,9 @@ def run_job(tmp_path, cxx, name, *extra, cache_dir=None):
         KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"),
         KCACHE_PRECOMPILED="0",
     )
-    out = subprocess.run([PYTHON, JOB, "--layers", "2", "--steps", "2", *extra],
+    # --kv-cache: transformers' default, where Dynamo traces every block
+    # (layer_idx is read) and kcache reuses the region's artifact in-process.
+    out = subprocess.run([PYTHON, JOB, "--layers", "2", "--steps", "2", "--kv-cache", *extra],
                          capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])

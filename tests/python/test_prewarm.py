@@ -58,10 +58,12 @@ def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         statuses = {r["status"] for r in report["regions"]}
         assert statuses == {"compiled"}, report["regions"]
-        # A precompiled region uploads its index and its variant; + the ISA probes.
-        bundles = sum(2 if r.get("path") == "precompiled" else 1 for r in report["regions"])
+        # A precompiled region uploads its index and each variant it traced;
+        # + the ISA probes.
         assert {r.get("path") for r in report["regions"]} == {"precompiled"}
-        assert report["kcache"]["client"]["uploads"] == bundles + 1
+        variants = report["kcache"]["precompiled_traces"]
+        assert variants == len(report["regions"])  # no KV cache: one variant per region
+        assert report["kcache"]["client"]["uploads"] == len(report["regions"]) + variants + 1
         for line in out.stdout.splitlines()[:-1]:  # one line per region: key, target, status
             assert report["target"] in line and "compiled" in line
 

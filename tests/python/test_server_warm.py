@@ -22,8 +22,11 @@ def run_job(tmp_path, cxx, name, url):
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
                      KCACHE_TEST_CXX_LOG=str(log), KCACHE_PRECOMPILED="0")
+    # --kv-cache: transformers' default, where Dynamo traces every block
+    # (layer_idx is read) and kcache reuses the region's artifact in-process.
     out = subprocess.run([PYTHON, str(REPO / "examples" / "train_regional.py"), "--layers", str(LAYERS),
-                          "--steps", "2"], capture_output=True, text=True, env=env, timeout=900)
+                          "--steps", "2", "--kv-cache"], capture_output=True, text=True, env=env,
+                         timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     lines = log.read_text().splitlines() if log.exists() else []
