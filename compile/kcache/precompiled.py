@@ -118,7 +118,15 @@ class PrecompiledRegion:
         ready = wrapper.__dict__["_kc_ready"]
         fn = ready.get(spec, _MISSING)
         if fn is _MISSING:
-            fn = ready[spec] = self._function_for(block, spec, args, kwargs)
+            try:
+                fn = self._function_for(block, spec, args, kwargs)
+            except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
+                stats.bump(precompiled_fallbacks=1)
+                self._say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
+                               "failed (%s: %s); that block takes the traced path", self.name,
+                               type(e).__name__, e)
+                fn = None
+            ready[spec] = fn
             if fn is not None:
                 stats.bump(precompiled_blocks=1)
         if fn is not None:

@@ -128,3 +128,29 @@ def test_guard_failing_at_run_time_takes_the_traced_path(tmp_path, monkeypatch):
         config.scale = 0.125  # read in forward: guarded (CONSTANT_MATCH)
         assert torch.allclose(compiled(x), model(x), atol=1e-5)
     assert kcache.stats()["precompiled_guard_failures"] - before == 2  # each block, once
+
+
+def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_path, monkeypatch):
+    import torch
+
+    import kcache
+    from kcache import precompiled_key
+
+    def broken(block):
+        raise TypeError("an attribute kcache cannot describe")
+
+    kcache.configure(local_dir=str(tmp_path / "node"))
+    monkeypatch.setattr(precompiled_key, "block_description", broken)
+    torch.manual_seed(0)
+    stack = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(2)])
+    holder = torch.nn.Module()
+    holder.blocks = stack
+    compiled = kcache.compile_regions(holder)
+    before = kcache.stats()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        out = compiled.blocks[1](compiled.blocks[0](x))
+        assert torch.allclose(out, stack[1](stack[0](x)), atol=1e-6)
+    after = kcache.stats()
+    assert after["precompiled_fallbacks"] - before["precompiled_fallbacks"] == 2
+    assert after["precompiled_blocks"] == before["precompiled_blocks"]
