@@ -22,6 +22,7 @@ from process start (imports, model build, compile or load, first step).
     .venv/bin/python bench/warmstart/run.py              # writes results.json, REPORT.md, plot.png
     .venv/bin/python bench/warmstart/run.py --quick      # GPT-2, 12 blocks only
     .venv/bin/python bench/warmstart/run.py --report     # REPORT.md and plot from results.json
+    .venv/bin/python bench/warmstart/run.py --configs gpt2-24 --merge   # add to results.json
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--configs", help="comma-separated model-layers, e.g. gpt2-12,llama-24")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the other configurations already in results.json")
     p.add_argument("--report", action="store_true", help="only regenerate REPORT.md and the plot")
     args = p.parse_args()
     if not args.report:
@@ -123,6 +126,10 @@ def main() -> None:
                   "steps": STEPS, "hidden": HIDDEN, "command": "bench/warmstart/run.py"
                   + (" --quick" if args.quick else "")
                   + (f" --configs {args.configs}" if args.configs else ""), "rows": []}
+        if args.merge and (HERE / "results.json").exists():
+            old = json.loads((HERE / "results.json").read_text())
+            result["rows"] = [r for r in old["rows"] if (r["model"], r["layers"]) not in configs]
+            result["command"] = old["command"] + " ; " + result["command"] + " --merge"
         try:
             _redis, port = services.start_redis(work)
             _server, url = services.start_server(work, f"disk:{work / 'kcache-data'}")
