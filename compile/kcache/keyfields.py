@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from . import _torch_adaptor as adaptor
+from . import host_facts
 from .env_table import env_field
 
 ARTIFACT_SCHEMA = "kcache-bundle-v1"
@@ -72,7 +73,15 @@ def _native_target_flags(cxx: str) -> str:
 
     Inductor compiles CPU kernels with -march=native, so two hosts with one
     vector ISA but different enabled extensions get different binaries.
+    Asked once per node (kcache.host_facts): the answer depends only on the
+    compiler binary and the CPU's flags.
     """
+    inputs = {"cxx": host_facts.compiler_stamp(cxx), "cpu_flags": host_facts.cpu_flags()}
+    return host_facts.cached("march-native", inputs, lambda: _query_native_target_flags(cxx),
+                             keep=lambda value: value != "unknown")
+
+
+def _query_native_target_flags(cxx: str) -> str:
     try:
         out = subprocess.run([cxx, "-march=native", "-Q", "--help=target"],
                              capture_output=True, text=True, timeout=60)

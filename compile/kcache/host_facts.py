@@ -1,0 +1,94 @@
+"""Facts about this host that cost a process to find, found once per node.
+
+kcache's key needs what `-march=native` resolves to (a host-compiler run,
+~0.1 s, in every process that computes a key). The answer depends only on
+the compiler binary and the CPU, so it is kept in the node tier directory
+(`<local dir>/host/<fact>-<digest of its inputs>.json`) and recomputed
+whenever the compiler binary (path, size, mtime) or the CPU's feature
+flags change. No node tier (KCACHE_LOCAL_DIR=none, or neither
+XDG_CACHE_HOME nor HOME set): computed every time, never cached in a
+shared place. A directory not owned by this user, or writable by others,
+is not trusted: the fact is computed instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import stat
+from collections.abc import Callable
+
+
+def node_dir() -> pathlib.Path | None:
+    """The node tier directory as the client resolves it (docs/client.md)."""
+    local = os.environ.get("KCACHE_LOCAL_DIR", "").strip()
+    if local in ("none", "off"):
+        return None
+    if local:
+        return pathlib.Path(local)
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None)
+    return pathlib.Path(base, "kcache") if base else None
+
+
+def _trusted(path: pathlib.Path) -> bool:
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def cpu_flags() -> str:
+    """A digest of the CPU feature flags the kernel reports."""
+    try:
+        lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    flags = sorted({l for l in lines if l.startswith(("flags", "Features"))})
+    return hashlib.sha256("\n".join(flags).encode()).hexdigest()[:16]
+
+
+def compiler_stamp(cxx: str) -> dict:
+    """What identifies a compiler binary without running it."""
+    path = shutil.which(cxx) or cxx
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        return {"path": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    except OSError:
+        return {"path": path, "size": None, "mtime_ns": None}
+
+
+def cached(fact: str, inputs: dict, compute: Callable[[], str],
+           keep: Callable[[str], bool] = lambda value: True) -> str:
+    """`compute()` once per node for these inputs; the stored answer after.
+    An answer `keep` refuses (a failed query) is returned, not stored."""
+    root = node_dir()
+    if root is None:
+        return compute()
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
+    folder = root / "host"
+    path = folder / f"{fact}-{digest}.json"
+    if _trusted(root) and _trusted(folder):
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("inputs") == inputs and isinstance(stored.get("value"), str):
+                return stored["value"]
+        except (OSError, ValueError):
+            pass
+    value = compute()
+    if not keep(value):
+        return value
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if _trusted(root) and _trusted(folder):
+            tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps({"inputs": inputs, "value": value}))
+            os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or full disk costs the query next time, nothing else
+    return value
