@@ -59,8 +59,10 @@ def write(here: Path) -> None:
     ]
     for row in data["rows"]:
         c = row["cells"]
+        measured = f" Measured at commit {row['commit']} ({row['date']})." if row.get("commit") else ""
         lines += [f"## {row['model']}, {row['layers']} blocks", "",
-                  f"eager reaches its first step at {c['eager']['to_first_step_s']:.2f} s.", "",
+                  f"eager reaches its first step at {c['eager']['to_first_step_s']:.2f} s.{measured}",
+                  "",
                   "| setup | first step at (s) | overhead (s) | Dynamo traces | load / first step (s) |",
                   "|---|---:|---:|---:|---:|"]
         for key, label in CELLS:

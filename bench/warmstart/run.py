@@ -104,7 +104,10 @@ def configuration(work: Path, model: str, layers: int, redis_port: int, url: str
     eager = c["eager"]["to_first_step_s"]
     for cell in c.values():
         cell["overhead_s"] = round(cell["to_first_step_s"] - eager, 3)
-    return {"model": model, "layers": layers, "cells": c}
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return {"model": model, "layers": layers, "cells": c, "commit": commit,
+            "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
 def main() -> None:
