@@ -87,9 +87,9 @@ def last_keys() -> list[str]:
 
 def region_outcomes() -> list[dict[str, str]]:
     """Each region this process keyed, in order: key, label, where its
-    artifact came from ("node", "server", "compiled", "local", "error") and,
-    for repeated blocks, the path it took ("precompiled", or "traced" with
-    the reason)."""
+    artifact came from ("node", "server", "compiled", "local", "error") and
+    the path it took ("precompiled", or "traced", with the reason when a
+    region that compile_regions would precompile could not be)."""
     from .backend import _outcomes
 
     return [{"key": k, **v} for k, v in _outcomes.items()]
