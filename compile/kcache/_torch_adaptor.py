@@ -80,8 +80,20 @@ def _required() -> dict[str, bool]:
         "torch._inductor.aoti_compile_and_package": hasattr(torch._inductor, "aoti_compile_and_package"),
         "torch._inductor.config.aot_inductor.package_constants_in_so": hasattr(
             torch._inductor.config.aot_inductor, "package_constants_in_so"),
+        "torch._inductor.cpu_vec_isa.VecISA.check_build(self, code)": _has_isa_checks(),
         **_precompile_required(),
     }
+
+
+def _has_isa_checks() -> bool:
+    import inspect
+
+    from torch._inductor import cpu_vec_isa as isa
+
+    check = getattr(getattr(isa, "VecISA", None), "check_build", None)
+    listing = getattr(isa, "valid_vec_isa_list", None)
+    return (check is not None and list(inspect.signature(check).parameters) == ["self", "code"]
+            and hasattr(listing, "cache_info") and hasattr(isa.VecISA, "build_arch_flags"))
 
 
 def _has_cache_dir() -> bool:
@@ -331,6 +343,42 @@ def cpu_vec_isa() -> str:
 
     picked = isa.pick_vec_isa()
     return str(picked) if picked else "novec"
+
+
+def isa_checks_done() -> bool:
+    """Whether Inductor already decided its valid vector ISAs in this process."""
+    from torch._inductor import cpu_vec_isa as isa
+
+    return isa.valid_vec_isa_list.cache_info().currsize > 0
+
+
+@contextlib.contextmanager
+def isa_checks(known: dict[str, bool]):
+    """Inductor's per-ISA checks (VecISA.check_build: build a probe library
+    with the ISA's flags, dlopen it in a child Python) answered from
+    `known` where it holds the answer for that ISA class, flags and probe
+    source, and run for real otherwise. Yields a dict of every answer given
+    inside, for the node to remember. Inductor caches each ISA's verdict
+    for the process, so answering once is enough.
+    """
+    from torch._inductor import cpu_vec_isa as isa
+
+    real = isa.VecISA.check_build
+    answers: dict[str, bool] = {}
+
+    def check_build(self, code: str) -> bool:
+        name = "|".join((type(self).__name__, self.build_arch_flags(),
+                         hashlib.sha256(code.encode()).hexdigest()[:16]))
+        if name not in answers:
+            answers[name] = known[name] if isinstance(known.get(name), bool) \
+                else bool(real(self, code))
+        return answers[name]
+
+    isa.VecISA.check_build = check_build
+    try:
+        yield answers
+    finally:
+        isa.VecISA.check_build = real
 
 
 def isa_probe_binaries() -> dict[str, bytes]:

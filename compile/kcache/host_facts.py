@@ -1,8 +1,10 @@
 """Facts about this host that cost a process to find, found once per node.
 
 kcache's key needs what `-march=native` resolves to (a host-compiler run,
-~0.1 s, in every process that computes a key). The answer depends only on
-the compiler binary and the CPU, so it is kept in the node tier directory
+~0.1 s, in every process that computes a key), and Inductor checks every
+candidate vector ISA by loading a probe library in a child Python (~0.4 s,
+kcache.isa_probes). The answers depend only on the compiler binary, the
+CPU (and, for the ISA checks, the torch build), so they are kept in the node tier directory
 (`<local dir>/host/<fact>-<digest of its inputs>.json`) and recomputed
 whenever the compiler binary (path, size, mtime) or the CPU's feature
 flags change. No node tier (KCACHE_LOCAL_DIR=none, or neither
@@ -63,32 +65,54 @@ def compiler_stamp(cxx: str) -> dict:
         return {"path": path, "size": None, "mtime_ns": None}
 
 
+def _fact_path(root: pathlib.Path, fact: str, inputs: dict) -> pathlib.Path:
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
+    return root / "host" / f"{fact}-{digest}.json"
+
+
+def lookup(fact: str, inputs: dict) -> str | None:
+    """The answer this node stored for these inputs, or None."""
+    root = node_dir()
+    if root is None:
+        return None
+    path = _fact_path(root, fact, inputs)
+    if not (_trusted(root) and _trusted(path.parent)):
+        return None
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if isinstance(stored, dict) and stored.get("inputs") == inputs \
+            and isinstance(stored.get("value"), str):
+        return stored["value"]
+    return None
+
+
+def remember(fact: str, inputs: dict, value: str) -> None:
+    """Stores an answer for the node; a read-only or full disk, or an
+    untrusted directory, stores nothing (the next process asks again)."""
+    root = node_dir()
+    if root is None:
+        return
+    path = _fact_path(root, fact, inputs)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if _trusted(root) and _trusted(path.parent):
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"inputs": inputs, "value": value}))
+            os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def cached(fact: str, inputs: dict, compute: Callable[[], str],
            keep: Callable[[str], bool] = lambda value: True) -> str:
     """`compute()` once per node for these inputs; the stored answer after.
     An answer `keep` refuses (a failed query) is returned, not stored."""
-    root = node_dir()
-    if root is None:
-        return compute()
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:24]
-    folder = root / "host"
-    path = folder / f"{fact}-{digest}.json"
-    if _trusted(root) and _trusted(folder):
-        try:
-            stored = json.loads(path.read_text())
-            if stored.get("inputs") == inputs and isinstance(stored.get("value"), str):
-                return stored["value"]
-        except (OSError, ValueError):
-            pass
+    stored = lookup(fact, inputs)
+    if stored is not None:
+        return stored
     value = compute()
-    if not keep(value):
-        return value
-    try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if _trusted(root) and _trusted(folder):
-            tmp = folder / f".{path.name}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps({"inputs": inputs, "value": value}))
-            os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only or full disk costs the query next time, nothing else
+    if keep(value):
+        remember(fact, inputs, value)
     return value

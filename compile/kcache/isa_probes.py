@@ -7,7 +7,14 @@ probes depend only on the host compiler and its flags, so they are stored
 as one more cache entry, keyed by the toolchain, the compiler's resolution
 of -march=native and the environment — never by the ISA, which is what the
 probes decide. Restoring them leaves Inductor only the checks themselves
-(running each probe on this CPU), so a wrong CPU still cannot pass.
+(loading each probe on this CPU in a child Python, ~0.4 s), so a wrong CPU
+still cannot pass.
+
+The checks' verdicts are then remembered per node (kcache.host_facts,
+keyed by the compiler binary, the CPU's feature flags and the torch build):
+a later process on this node answers Inductor's checks from that record
+and fetches no probes at all. The record lives only in the user's own node
+directory; without one, every process checks for real.
 """
 
 from __future__ import annotations
@@ -16,7 +23,11 @@ import json
 import logging
 import threading
 
-from . import _core, keyfields
+import os
+
+import torch
+
+from . import _core, host_facts, keyfields
 from . import _torch_adaptor as adaptor
 from .env_table import env_field
 
@@ -50,6 +61,12 @@ def _build(key: str, explanation: str) -> bytes:
     return bundle_io.pack(key, explanation, cap, 0.0)
 
 
+def _record_inputs() -> dict:
+    return {"torch": torch.__version__, "torch_lib": os.path.dirname(torch.__file__),
+            "cxx": host_facts.compiler_stamp(adaptor.host_compiler()),
+            "cpu_flags": host_facts.cpu_flags()}
+
+
 def ensure(store) -> None:
     """Restores (or builds and shares) the probes once per process, before
     anything asks Inductor for its vector ISA. Never fails the job."""
@@ -58,13 +75,29 @@ def ensure(store) -> None:
         if _done:
             return
         _done = True
+        if adaptor.isa_checks_done():
+            return
+        inputs = _record_inputs()
         try:
-            key, explanation = probe_key()
-            data, source = store.get_or_compile(key, lambda: _build(key, explanation), explanation)
-            if source in ("node", "server"):
-                from . import bundle_io
+            known = json.loads(host_facts.lookup("isa-checks", inputs) or "{}")
+        except ValueError:
+            known = {}
+        with adaptor.isa_checks(known if isinstance(known, dict) else {}) as answers:
+            if not known:
+                _share(store)
+            adaptor.cpu_vec_isa()
+        if answers and answers != known:
+            host_facts.remember("isa-checks", inputs, json.dumps(answers, sort_keys=True))
 
-                bundle = bundle_io.unpack(data, key)
-                adaptor.restore_region(b"", bundle.binaries)
-        except (_core.KcacheError, OSError, ValueError) as e:
-            log.warning("kcache: ISA probes not shared (%s); Inductor builds its own", e)
+
+def _share(store) -> None:
+    try:
+        key, explanation = probe_key()
+        data, source = store.get_or_compile(key, lambda: _build(key, explanation), explanation)
+        if source in ("node", "server"):
+            from . import bundle_io
+
+            bundle = bundle_io.unpack(data, key)
+            adaptor.restore_region(b"", bundle.binaries)
+    except (_core.KcacheError, OSError, ValueError) as e:
+        log.warning("kcache: ISA probes not shared (%s); Inductor builds its own", e)

@@ -1,0 +1,98 @@
+"""Inductor's vector-ISA checks run once per node: the first process on a
+node checks for real (a probe library loaded in a child Python) and kcache
+remembers the verdicts in the node directory; a later process answers
+Inductor from that record, starts no child and fetches no probes. Each
+case is its own process, because Inductor keeps its verdicts per process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+JOB = textwrap.dedent("""
+    import json, sys
+    from torch._inductor import cpu_vec_isa as isa
+    from kcache import isa_probes
+    from kcache import _torch_adaptor as adaptor
+
+    loads, shared = [], []
+    real_load = isa.VecISA._probe_load
+    def probe_load(self, path):
+        loads.append(str(self))
+        return real_load(self, path)
+    isa.VecISA._probe_load = probe_load
+
+    class Store:  # a unit-test double: builds the probes here, shares nothing
+        def get_or_compile(self, key, build, explanation):
+            shared.append(key)
+            return build(), "compiled"
+
+    known = json.loads(sys.argv[1]) if len(sys.argv) > 1 else None
+    if known is None:
+        isa_probes.ensure(Store())
+    else:
+        with adaptor.isa_checks(known):
+            adaptor.cpu_vec_isa()
+    print(json.dumps({"isa": adaptor.cpu_vec_isa(), "child_loads": loads,
+                      "probes_shared": len(shared)}))
+""")
+
+
+def _run(tmp_path, node, inductor, *args):
+    env = dict(os.environ, KCACHE_LOCAL_DIR=str(node),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor))
+    out = subprocess.run([sys.executable, "-c", JOB, *args], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _record(node):
+    files = list((node / "host").glob("isa-checks-*.json"))
+    assert len(files) == 1, files
+    return json.loads(json.loads(files[0].read_text())["value"])
+
+
+def test_checked_once_per_node_then_answered_from_the_record(tmp_path):
+    node = tmp_path / "node"
+    node.mkdir(mode=0o700)
+    first = _run(tmp_path, node, "ind-1")
+    # Positive control: the first process really checked (a child Python
+    # loaded a probe) and built the probes for the cache.
+    assert first["child_loads"] and first["probes_shared"] == 1
+    record = _record(node)
+    assert record and all(isinstance(v, bool) for v in record.values())
+    # A fresh Inductor dir on the same node: same ISA, no child, no fetch.
+    second = _run(tmp_path, node, "ind-2")
+    assert second["isa"] == first["isa"]
+    assert second["child_loads"] == [] and second["probes_shared"] == 0
+
+
+def test_the_record_decides_and_a_missing_answer_is_checked_for_real(tmp_path):
+    node = tmp_path / "node"
+    node.mkdir(mode=0o700)
+    first = _run(tmp_path, node, "ind-1")
+    record = _record(node)
+    if first["isa"] != "novec":
+        # Every verdict "no": Inductor picks no vector ISA, so the answers
+        # are what it uses (which is why only the user's own dir holds them).
+        refused = _run(tmp_path, node, "ind-2", json.dumps({k: False for k in record}))
+        assert refused["isa"] == "novec" and refused["child_loads"] == []
+    # An empty record: every check runs for real again.
+    again = _run(tmp_path, node, "ind-3", "{}")
+    assert again["isa"] == first["isa"] and again["child_loads"]
+
+
+def test_an_untrusted_node_directory_keeps_no_record(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "host").mkdir()
+    (shared / "host").chmod(0o777)
+    for inductor in ("ind-1", "ind-2"):
+        result = _run(tmp_path, shared, inductor)
+        assert result["child_loads"], "an untrusted directory must not answer the checks"
+    assert not list((shared / "host").glob("*.json"))
