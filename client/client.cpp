@@ -2,8 +2,11 @@
 // tiers and the single-flight flow are in client/client_impl.hpp.
 #include "client/client.hpp"
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +37,9 @@ Result<std::string> pem_text(const std::string& value, const char* what) {
   return ss.str();
 }
 
+// XDG_CACHE_HOME, HOME, or the user's home from the password database;
+// empty when none is known. Never a shared temp directory: another local
+// user could create it first and plant bundles or a miss-log symlink.
 std::string default_local_dir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::string(xdg) + "/kcache";
@@ -41,7 +47,30 @@ std::string default_local_dir() {
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     return std::string(home) + "/.cache/kcache";
   }
-  return "/tmp/kcache-" + std::to_string(::getuid());
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && found->pw_dir[0] == '/' && std::string(found->pw_dir) != "/") {
+    return std::string(found->pw_dir) + "/.cache/kcache";
+  }
+  return {};
+}
+
+// The node tier's directory must be this user's own and writable by no one
+// else (created 0700 when missing); otherwise its bundles and its miss log
+// could be someone else's.
+Status usable_node_dir(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::create_directories(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return make_error(Errc::io_error, "cannot create " + dir);
+  if (!S_ISDIR(st.st_mode)) return make_error(Errc::invalid_argument, dir + " is not a directory");
+  if (st.st_uid != ::getuid()) return make_error(Errc::invalid_argument, dir + " belongs to another user");
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return make_error(Errc::invalid_argument, dir + " is writable by others");
+  return Ok{};
 }
 
 std::string default_client_name() {
@@ -61,8 +90,17 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
     }
     if (config.node_tier) {
       if (config.local_dir.empty()) config.local_dir = default_local_dir();
-      impl->node.emplace(config.local_dir, config.local_max_bytes);
-      if (config.miss_log.empty()) config.miss_log = config.local_dir + "/misses.jsonl";
+      const Status usable = config.local_dir.empty()
+                                ? Status(make_error(Errc::invalid_argument,
+                                                    "no XDG_CACHE_HOME, HOME or home directory to keep it in"))
+                                : usable_node_dir(config.local_dir);
+      if (usable.ok()) {
+        impl->node.emplace(config.local_dir, config.local_max_bytes);
+        if (config.miss_log.empty()) config.miss_log = config.local_dir + "/misses.jsonl";
+      } else {
+        log(LogLevel::warn, "node tier off: " + usable.error().message + " (set KCACHE_LOCAL_DIR)");
+        config.node_tier = false;
+      }
     }
     impl->miss_log = config.miss_log == "none" ? std::string() : config.miss_log;
     for (const auto& entry : config.trusted_keys) {
