@@ -56,7 +56,9 @@ class LoopbackAuthorizer final : public Authorizer {
   LoopbackAuthorizer(bool allow_remote, bool certs) : allow_remote_(allow_remote), certs_(certs) {}
 
   AuthDecision authorize(const Request& req, Role needed) const override {
-    if (needed == Role::none || req.peer_loopback || allow_remote_ || certs_) return {};
+    // mTLS counts per request, for the connection that showed a
+    // certificate: a RESP connection (plain TCP) never did.
+    if (needed == Role::none || req.peer_loopback || allow_remote_ || (certs_ && req.client_cert_verified)) return {};
     return {false, 403,
             std::string("role '") + role_name(needed) +
                 "' is only granted to loopback clients when the server has no --tokens",

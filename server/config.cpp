@@ -166,8 +166,13 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", {}},
       {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
       {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", {}},
+      {"max-upload-bytes-in-flight", "KCACHE_MAX_UPLOAD_BYTES_IN_FLIGHT",
+       "request bodies held at once, all uploads together (0: 2 x max-body-bytes) [0]", {}},
       {"resp-listen", "KCACHE_RESP_LISTEN", "HOST:PORT of the RESP (Redis protocol) endpoint; off when unset", {}},
       {"resp-max-value-bytes", "KCACHE_RESP_MAX_VALUE_BYTES", "largest value a RESP SET accepts [512M]", {}},
+      {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget) [256]", {}},
+      {"resp-idle-timeout-ms", "KCACHE_RESP_IDLE_TIMEOUT_MS",
+       "close a RESP connection idle this long (0: never) [300000]", {}},
       {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
        "RESP single-flight: how long a GET miss holds a key for its compiler (0: off) [60000]", {}},
       {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
@@ -295,6 +300,13 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       if (c.resp_max_value_bytes == 0 || c.resp_max_value_bytes > (512ull << 20)) {
         throw ConfigError("--resp-max-value-bytes: between 1 and 512M (Redis's own limit)");
       }
+    } else if (n == "max-upload-bytes-in-flight") {
+      c.max_upload_bytes_in_flight = to_size(n, v);
+    } else if (n == "resp-max-connections") {
+      c.resp_max_connections = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
+      if (c.resp_max_connections == 0) throw ConfigError("--resp-max-connections: at least 1");
+    } else if (n == "resp-idle-timeout-ms") {
+      c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000);
     } else if (n == "resp-flight-window-ms") {
       c.resp_flight_window_ms = to_u64(n, v, 3'600'000);
     } else if (n == "resp-flight-prefixes") {
@@ -317,6 +329,10 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
   if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key go together");
   if (!c.tls_client_ca.empty() && c.tls_cert.empty()) throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
   if (c.read_timeout_ms == 0 || c.write_timeout_ms == 0) throw ConfigError("timeouts must be > 0");
+  if (c.max_upload_bytes_in_flight == 0) c.max_upload_bytes_in_flight = 2 * c.max_body_bytes;
+  if (c.max_upload_bytes_in_flight < c.max_body_bytes) {
+    throw ConfigError("--max-upload-bytes-in-flight: at least --max-body-bytes (one upload must fit)");
+  }
   return c;
 }
 

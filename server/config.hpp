@@ -41,6 +41,10 @@ struct ServerConfig {
   std::uint64_t max_body_bytes = 2ull << 30;
   // Largest accepted request line plus headers; larger is 431.
   std::uint32_t max_header_bytes = 16 * 1024;
+  // Request bodies held at once, all connections together: an upload that
+  // would pass it is answered 503 (Retry-After) before its body is read.
+  // 0: twice --max-body-bytes.
+  std::uint64_t max_upload_bytes_in_flight = 0;
   // Bodies of routes other than PUT /v1/artifacts are small JSON.
   std::uint64_t max_json_body_bytes = 1 << 20;
   // Connections beyond this are answered 503 with Retry-After and closed.
@@ -86,6 +90,13 @@ struct ServerConfig {
   std::string resp_listen_host = "127.0.0.1";
   std::uint16_t resp_listen_port = 6380;
   std::uint64_t resp_max_value_bytes = 512ull << 20;
+  // RESP's own connection budget (HTTP keeps --max-connections to itself).
+  std::uint32_t resp_max_connections = 256;
+  // A RESP connection with no command in progress is closed after this
+  // long (0: never, as Redis's default). A command that has started must
+  // finish within read_timeout_ms plus its declared bytes at
+  // min_transfer_rate, however its bytes trickle in.
+  std::uint64_t resp_idle_timeout_ms = 300'000;
   // Implicit single-flight: a GET miss on a key with one of these prefixes
   // makes the caller its compiler for this long; other GETs of the key wait
   // for its SET (0: off).

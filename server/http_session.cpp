@@ -7,6 +7,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/core/detect_ssl.hpp>
@@ -28,6 +31,63 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 using Body = http::vector_body<std::uint8_t>;
 using VectorResponse = http::response<Body>;
+
+// A request body read into a vector that grows with the bytes that arrive:
+// Beast's vector_body reserves the declared Content-Length up front, so a
+// client declaring 2 GiB and sending 1 KiB made the server map 2 GiB.
+struct UploadBody {
+  using value_type = std::vector<std::uint8_t>;
+  static std::uint64_t size(const value_type& v) { return v.size(); }
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
+      if (length) body_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, 1u << 20)));
+      ec = {};
+    }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
+      const std::size_t n = asio::buffer_size(buffers);
+      const std::size_t at = body_.size();
+      body_.resize(at + n);
+      ec = {};
+      return asio::buffer_copy(asio::buffer(body_.data() + at, n), buffers);
+    }
+    void finish(beast::error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
+// Bytes of --max-upload-bytes-in-flight this request holds, returned when
+// its body is gone.
+class UploadGrant {
+ public:
+  UploadGrant() = default;
+  UploadGrant(const UploadGrant&) = delete;
+  UploadGrant& operator=(const UploadGrant&) = delete;
+  ~UploadGrant() { release(); }
+  // Takes n bytes of the budget; false (nothing taken) when they do not fit.
+  bool take(std::atomic<std::uint64_t>& held, std::uint64_t budget, std::uint64_t n) {
+    std::uint64_t cur = held.load();
+    do {
+      if (cur + n > budget) return false;
+    } while (!held.compare_exchange_weak(cur, cur + n));
+    held_ = &held;
+    n_ = n;
+    return true;
+  }
+  void release() {
+    if (held_) held_->fetch_sub(n_);
+    held_ = nullptr;
+  }
+
+ private:
+  std::atomic<std::uint64_t>* held_ = nullptr;
+  std::uint64_t n_ = 0;
+};
 
 // A response body shared, not owned: the bytes stay alive through the
 // shared_ptr while the write runs, and are never copied (a Beast Body).
@@ -144,6 +204,10 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
                                 Clock::time_point started, std::uint64_t bytes_in);
   asio::awaitable<void> lingering_close();
   asio::awaitable<void> final_close();
+  // Reads the rest of a request body. Progress deadline: bytes must keep
+  // coming at --min-transfer-rate after a grace of --read-timeout-ms, so a
+  // writer that stalls is cut off whatever length it declared.
+  asio::awaitable<void> read_body(http::request_parser<UploadBody>& parser, beast::error_code& ec);
 
   // Keeps the context this connection shook hands with alive (a SIGHUP
   // reload swaps the server's current one). Declared before stream_.
@@ -155,6 +219,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   std::uint64_t id_ = 0;
   std::string peer_;
   bool loopback_ = false;
+  bool cert_verified_ = false;  // TLS: the client showed a certificate the client CA signed
   bool idle_ = false;  // waiting for a request's first byte (only touched on the strand)
 };
 
@@ -253,7 +318,26 @@ asio::awaitable<bool> Session<Stream>::handshake() {
       co_return false;
     }
     buffer_.consume(used);
+    // The handshake refuses a certificate the client CA did not sign; a
+    // client that sent none gets no credit for one.
+    SSL* ssl = stream_.native_handle();
+    X509* cert = SSL_get1_peer_certificate(ssl);
+    cert_verified_ = cert != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+    X509_free(cert);
     co_return true;
+  }
+}
+
+template <class Stream>
+asio::awaitable<void> Session<Stream>::read_body(http::request_parser<UploadBody>& parser, beast::error_code& ec) {
+  const auto& cfg = s_.config;
+  const auto start = Clock::now();
+  while (!parser.is_done()) {
+    const std::uint64_t received = parser.get().body().size();
+    lowest().expires_at(start + std::chrono::milliseconds(cfg.read_timeout_ms) +
+                        std::chrono::milliseconds(received * 1000 / cfg.min_transfer_rate));
+    co_await http::async_read_some(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
   }
 }
 
@@ -268,7 +352,7 @@ template <class Stream>
 asio::awaitable<void> Session<Stream>::serve() {
   const ServerConfig& cfg = s_.config;
   for (;;) {
-    http::request_parser<Body> parser;
+    http::request_parser<UploadBody> parser;
     parser.header_limit(cfg.max_header_bytes);
     // Beast checks Content-Length against body_limit while parsing headers;
     // allow the largest any route takes and apply the route's own below.
@@ -281,8 +365,10 @@ asio::awaitable<void> Session<Stream>::serve() {
     idle_ = false;
     const auto started = Clock::now();
     Request req;
+    UploadGrant upload;
     req.peer = peer_;
     req.peer_loopback = loopback_;
+    req.client_cert_verified = cert_verified_;
     if (ec) {
       if (ec == http::error::header_limit || is_parse_error(ec)) req.id = ++g_request_ids;
       if (ec == http::error::body_limit) {
@@ -355,8 +441,19 @@ asio::awaitable<void> Session<Stream>::serve() {
         co_await http::async_write(stream_, cont, asio::redirect_error(asio::use_awaitable, ec));
         if (ec) break;
       }
-      lowest().expires_after(transfer_deadline(cfg, parser.content_length().value_or(limit)));
-      co_await http::async_read(stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+      // The body's bytes count against the server-wide budget before any is
+      // read (a chunked body counts as the route's limit).
+      if (!upload.take(s_.upload_bytes_in_flight, cfg.max_upload_bytes_in_flight,
+                       parser.content_length().value_or(limit))) {
+        auto r = error_response(503, "uploads_busy",
+                                "the server holds as many upload bytes as it may; retry shortly");
+        r.route = route.tmpl;
+        r.close = true;
+        r.headers.emplace_back("Retry-After", "1");
+        co_await respond(r, req, version, head, false, started, 0);
+        break;
+      }
+      co_await read_body(parser, ec);
       if (ec) {
         if (ec == http::error::body_limit) {
           auto r = error_response(413, "too_large", "the body exceeds the limit of " + std::to_string(limit) + " bytes");
@@ -378,6 +475,8 @@ asio::awaitable<void> Session<Stream>::serve() {
     const std::uint64_t bytes_in = req.body.size();
     lowest().expires_never();  // a waiting GET may take long; the socket is idle meanwhile
     Response r = co_await handle_request(s_, req, route);
+    req.body = {};
+    upload.release();
     if (!co_await respond(r, req, version, head, keep_alive, started, bytes_in)) break;
   }
 }

@@ -30,6 +30,9 @@ struct Request {
   std::vector<std::uint8_t> body;
   std::string peer;          // "ip:port"
   bool peer_loopback = false;
+  // An HTTPS client that presented a certificate signed by --tls-client-ca
+  // (never set on RESP, which has no TLS).
+  bool client_cert_verified = false;
 
   // First header with this (lowercase) name, or nullptr.
   const std::string* header(std::string_view lower_name) const {

@@ -65,8 +65,15 @@ void Metrics::record_request(std::string_view route, std::string_view method, in
   bytes_out_.fetch_add(bytes_out, std::memory_order_relaxed);
   std::size_t b = 0;
   while (b < k_bounds.size() && seconds > k_bounds[b]) ++b;
+  // A fixed set of methods: an unmatched request's method comes from the
+  // client, and every label value is a series /metrics keeps forever.
+  static constexpr std::string_view k_methods[] = {"GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS", "PATCH", "-"};
+  std::string_view m = "other";
+  for (auto known : k_methods) {
+    if (method == known) m = known;
+  }
   std::lock_guard lock(mu_);
-  ++requests_[{std::string(route), std::string(method), status}];
+  ++requests_[{std::string(route), std::string(m), status}];
   auto& h = latency_[std::string(route)];
   if (b < k_buckets) ++h.counts[b];
   ++h.count;

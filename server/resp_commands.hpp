@@ -43,6 +43,7 @@ struct RespShared {
   Expiries expiries;
   std::unique_ptr<LeaseTable> flights;  // single-flight windows (in-process)
   std::atomic<std::uint64_t> next_client_id{0};
+  std::atomic<std::uint64_t> open{0};  // RESP connections open now (--resp-max-connections)
 };
 
 struct Conn {

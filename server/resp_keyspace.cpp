@@ -1,6 +1,7 @@
 #include "server/resp_keyspace.hpp"
 
 #include <cctype>
+#include <string_view>
 
 #include "common/hex.hpp"
 #include "common/sha256.hpp"
@@ -16,21 +17,23 @@ std::string storage_key(std::string_view resp_key) {
 }
 
 std::string cache_type(std::string_view k) {
-  std::string_view t;
+  // A fixed set: a label made from client bytes would let any client grow
+  // /metrics without bound.
+  static constexpr std::string_view k_pt2[] = {"pt2:fx-graph-v1", "pt2:autograd-experimental",
+                                               "pt2:bundled-autotune-v1", "pt2:dynamo-pgo"};
   if (k.rfind("pt2:", 0) == 0) {
-    auto end = k.find("::");
-    t = k.substr(0, end == std::string_view::npos ? k.size() : end);
-  } else {
-    auto end = k.find(':');
-    if (end == std::string_view::npos || end == 0) return "other";
-    t = k.substr(0, end);
+    const auto end = k.find("::");
+    const std::string_view t = k.substr(0, end);
+    for (auto known : k_pt2) {
+      if (t == known) return std::string(known);
+    }
+    // Inductor's remote autotune cache names each entry pt2:<64 hex>::…
+    const std::string_view id = t.substr(4);
+    const bool hex = id.size() == 64 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+    return hex ? "pt2:autotune" : "pt2:other";
   }
-  std::string out;
-  for (char c : t.substr(0, 48)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(std::isalnum(u) || c == ':' || c == '.' || c == '_' || c == '-' ? c : '_');
-  }
-  return out.empty() ? "other" : out;
+  if (k.rfind("triton:", 0) == 0) return "triton";
+  return "other";
 }
 
 storage::EntryMeta entry_meta(std::string_view resp_key) {

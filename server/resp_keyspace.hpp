@@ -30,9 +30,10 @@ namespace kcache::server::resp {
 
 std::string storage_key(std::string_view resp_key);
 
-// "pt2:fx-graph-v1", "pt2:autograd-experimental", "triton", … ("other" when
-// the key has no recognisable prefix); at most 48 characters of
-// [A-Za-z0-9:._-], so it is safe as a metric label.
+// The cache family of a key, from a fixed set (a metric label): PyTorch's
+// "pt2:fx-graph-v1", "pt2:autograd-experimental", "pt2:bundled-autotune-v1",
+// "pt2:dynamo-pgo", "pt2:autotune" (pt2:<64 hex>), "pt2:other"; "triton";
+// "other".
 std::string cache_type(std::string_view resp_key);
 
 storage::EntryMeta entry_meta(std::string_view resp_key);

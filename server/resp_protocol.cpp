@@ -7,10 +7,12 @@ namespace kcache::server::resp {
 
 namespace {
 
+constexpr std::size_t npos = std::string::npos;
+
 // Reads "<non-negative integer>\r\n" at in[pos] into v; advances pos.
 Parse read_length(std::string_view in, std::size_t& pos, std::size_t& v) {
   const auto eol = in.find("\r\n", pos);
-  if (eol == std::string_view::npos) return in.size() - pos > 32 ? Parse::error : Parse::incomplete;
+  if (eol == npos) return in.size() - pos > 32 ? Parse::error : Parse::incomplete;
   const char* first = in.data() + pos;
   const char* last = in.data() + eol;
   auto [p, ec] = std::from_chars(first, last, v);
@@ -19,22 +21,58 @@ Parse read_length(std::string_view in, std::size_t& pos, std::size_t& v) {
   return Parse::complete;
 }
 
-Command fail(std::string msg) {
+}  // namespace
+
+Limits small_limits(bool may_read) {
+  Limits l;
+  l.max_bulk_bytes = 16u << 10;  // Redis: 16 KiB per argument before AUTH
+  l.max_args = may_read ? 4096 : 10;
+  l.max_inline_bytes = 16u << 10;
+  l.max_command_bytes = may_read ? (1u << 20) : (64u << 10);
+  return l;
+}
+
+void Parser::feed(std::string_view bytes) {
+  if (start_ > 0 && (start_ == buf_.size() || start_ >= (1u << 16))) {
+    // Drop what earlier commands used; only the one in progress moves.
+    buf_.erase(0, start_);
+    pos_ -= start_;
+    for (auto& s : spans_) s.first -= start_;
+    start_ = 0;
+  }
+  buf_.append(bytes);
+}
+
+Command Parser::fail(std::string msg) {
   Command c;
   c.status = Parse::error;
   c.error = std::move(msg);
   return c;
 }
 
-Command parse_inline(std::string_view in, const Limits& limits) {
-  const auto eol = in.find('\n');
-  if (eol == std::string_view::npos) {
-    if (in.size() > limits.max_inline_bytes) return fail("Protocol error: too big inline request");
+Command Parser::complete(std::vector<std::string> args) {
+  Command c;
+  c.status = Parse::complete;
+  c.args = std::move(args);
+  c.consumed = pos_ - start_;
+  start_ = pos_;
+  have_count_ = have_bulk_ = false;
+  nargs_ = bulk_ = declared_ = 0;
+  spans_.clear();
+  return c;
+}
+
+Command Parser::next_inline(const Limits& limits) {
+  const auto eol = buf_.find('\n', pos_);
+  if (eol == npos) {
+    pos_ = buf_.size();  // no newline so far: look only at new bytes next time
+    if (pending() > limits.max_inline_bytes) return fail("Protocol error: too big inline request");
     return {};
   }
-  std::string_view line = in.substr(0, eol);
+  std::string_view line(buf_.data() + start_, eol - start_);
+  if (line.size() > limits.max_inline_bytes) return fail("Protocol error: too big inline request");
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  Command c;
+  std::vector<std::string> args;
   std::size_t i = 0;
   while (i < line.size()) {
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
@@ -42,43 +80,62 @@ Command parse_inline(std::string_view in, const Limits& limits) {
     if (line[i] == '"' || line[i] == '\'') return fail("Protocol error: quoted inline arguments are not supported");
     std::size_t j = i;
     while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
-    c.args.emplace_back(line.substr(i, j - i));
+    if (args.size() == limits.max_args) return fail("Protocol error: too many inline arguments");
+    args.emplace_back(line.substr(i, j - i));
     i = j;
   }
-  c.status = Parse::complete;
-  c.consumed = eol + 1;
-  return c;
+  pos_ = eol + 1;
+  return complete(std::move(args));
 }
 
-}  // namespace
+Command Parser::next(const Limits& limits) {
+  const std::string_view in(buf_);
+  if (start_ == buf_.size()) return {};
+  if (in[start_] != '*') return next_inline(limits);
+  if (!have_count_) {
+    std::size_t pos = start_ + 1;
+    const Parse st = read_length(in, pos, nargs_);
+    if (st == Parse::incomplete) return {};
+    if (st == Parse::error || nargs_ > limits.max_args) return fail("Protocol error: invalid multibulk length");
+    have_count_ = true;
+    pos_ = pos;
+    declared_ = pos_ - start_;
+    spans_.reserve(std::min<std::size_t>(nargs_, 1024));
+  }
+  while (spans_.size() < nargs_) {
+    if (!have_bulk_) {
+      if (pos_ >= in.size()) return {};
+      if (in[pos_] != '$') return fail(std::string("Protocol error: expected '$', got '") + in[pos_] + "'");
+      std::size_t pos = pos_ + 1;
+      const Parse st = read_length(in, pos, bulk_);
+      if (st == Parse::incomplete) {
+        if (pending() > limits.max_command_bytes) return fail("Protocol error: command too big");
+        return {};
+      }
+      if (st == Parse::error || bulk_ > limits.max_bulk_bytes) return fail("Protocol error: invalid bulk length");
+      have_bulk_ = true;
+      pos_ = pos;
+      declared_ = pos_ - start_ + bulk_ + 2;
+      if (declared_ > limits.max_command_bytes) return fail("Protocol error: command too big");
+    }
+    if (in.size() - pos_ < bulk_ + 2) return {};
+    if (in[pos_ + bulk_] != '\r' || in[pos_ + bulk_ + 1] != '\n') {
+      return fail("Protocol error: bulk string not terminated by CRLF");
+    }
+    spans_.emplace_back(pos_, bulk_);
+    pos_ += bulk_ + 2;
+    have_bulk_ = false;
+  }
+  std::vector<std::string> args;
+  args.reserve(spans_.size());
+  for (const auto& [off, len] : spans_) args.emplace_back(in.substr(off, len));
+  return complete(std::move(args));
+}
 
 Command parse_command(std::string_view in, const Limits& limits) {
-  if (in.empty()) return {};
-  if (in[0] != '*') return parse_inline(in, limits);
-  std::size_t pos = 1;
-  std::size_t n = 0;
-  Parse st = read_length(in, pos, n);
-  if (st == Parse::incomplete) return {};
-  if (st == Parse::error || n > limits.max_args) return fail("Protocol error: invalid multibulk length");
-  Command c;
-  c.args.reserve(std::min<std::size_t>(n, 1024));
-  for (std::size_t i = 0; i < n; ++i) {
-    if (pos >= in.size()) return {};
-    if (in[pos] != '$') return fail(std::string("Protocol error: expected '$', got '") + in[pos] + "'");
-    ++pos;
-    std::size_t len = 0;
-    st = read_length(in, pos, len);
-    if (st == Parse::incomplete) return {};
-    if (st == Parse::error || len > limits.max_bulk_bytes) return fail("Protocol error: invalid bulk length");
-    const auto need = len + 2;
-    if (in.size() - pos < need) return {};
-    if (in[pos + len] != '\r' || in[pos + len + 1] != '\n') return fail("Protocol error: bulk string not terminated by CRLF");
-    c.args.emplace_back(in.substr(pos, len));
-    pos += need;
-  }
-  c.status = Parse::complete;
-  c.consumed = pos;
-  return c;
+  Parser p;
+  p.feed(in);
+  return p.next(limits);
 }
 
 void simple(std::string& out, std::string_view s) {

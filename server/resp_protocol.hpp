@@ -3,9 +3,10 @@
 //
 // Requests are arrays of bulk strings (what every client library sends) or
 // inline commands (words separated by spaces, as typed into telnet). The
-// parser looks at the front of a buffer and says complete (with the bytes
-// it used), incomplete (read more) or error (reply with it and close: the
-// stream cannot be resynchronised).
+// parser says complete (with the bytes it used), incomplete (read more) or
+// error (reply with it and close: the stream cannot be resynchronised).
+// Every length is checked against the limits as soon as it is read, before
+// its bytes arrive, and so is the command's running total.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +19,16 @@ namespace kcache::server::resp {
 
 struct Limits {
   std::size_t max_bulk_bytes = 512ull << 20;  // one argument (a value)
-  std::size_t max_args = 1u << 20;            // arguments of one command
+  std::size_t max_args = 1u << 16;            // arguments of one command
   std::size_t max_inline_bytes = 64u << 10;   // an inline command's line
+  // Every byte of one command (headers included) the connection may hold
+  // before it is complete: what one client can make the server buffer.
+  std::size_t max_command_bytes = (512ull << 20) + (1u << 20);
 };
+
+// Before a connection may write (no AUTH yet, or a read-only token), it
+// sends small commands only, as Redis does for unauthenticated clients.
+Limits small_limits(bool may_read);
 
 enum class Parse { complete, incomplete, error };
 
@@ -31,6 +39,38 @@ struct Command {
   std::string error;              // error: the message for -ERR
 };
 
+// An incremental parser: bytes are fed as they arrive; next() resumes where
+// it stopped (a header or argument already read is never read again) and
+// copies an argument's bytes only once its command is complete.
+class Parser {
+ public:
+  void feed(std::string_view bytes);
+  // The next complete command, incomplete (feed more), or an error (the
+  // stream cannot be resynchronised: reply and close).
+  Command next(const Limits& limits);
+  // Bytes of the command in progress held so far (0: none started).
+  std::size_t pending() const { return buf_.size() - start_; }
+  // What the command in progress has announced so far: its header, the
+  // arguments read, and the length of the one being read.
+  std::size_t declared() const { return declared_; }
+
+ private:
+  Command fail(std::string msg);
+  Command complete(std::vector<std::string> args);
+  Command next_inline(const Limits& limits);
+
+  std::string buf_;
+  std::size_t start_ = 0;      // first byte of the command in progress
+  std::size_t pos_ = 0;        // where parsing resumes
+  std::size_t nargs_ = 0;      // the command's argument count, once read
+  bool have_count_ = false;
+  std::size_t bulk_ = 0;       // the argument being read: its length, once read
+  bool have_bulk_ = false;
+  std::size_t declared_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> spans_;  // arguments read: offset, length
+};
+
+// One command from the front of `in` (a Parser fed `in` once).
 Command parse_command(std::string_view in, const Limits& limits);
 
 // Reply encoders: each appends one RESP2 value to `out`.

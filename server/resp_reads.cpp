@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -80,18 +82,35 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
 }
 
 asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::string>& args, std::string& out) {
-  std::vector<Result<std::vector<std::uint8_t>>> got;
-  auto job = [&sh, &args, &got] {
-    for (std::size_t i = 1; i < args.size(); ++i) got.push_back(lookup(sh, storage_key(args[i])));
+  // Each distinct key is read once; the reply (every value it repeats
+  // included) is capped, so a short MGET cannot make the server hold a
+  // reply many times the size of what it stores.
+  constexpr std::size_t k_reply_bytes = 64u << 20;
+  std::map<std::string_view, Result<std::vector<std::uint8_t>>> got;
+  bool too_big = false;
+  auto job = [&sh, &args, &got, &too_big] {
+    std::size_t reply = 0;
+    for (std::size_t i = 1; i < args.size() && !too_big; ++i) {
+      auto it = got.find(args[i]);
+      if (it == got.end()) it = got.emplace(args[i], lookup(sh, storage_key(args[i]))).first;
+      if (it->second) reply += it->second->size();
+      too_big = reply > k_reply_bytes;
+    }
     return true;
   };
   co_await run_blocking(sh.s.pool, job);
-  array_header(out, got.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const auto type = cache_type(args[i + 1]);
-    if (got[i]) {
+  if (too_big) {
+    sh.s.metrics.resp_command("mget", "other", "refused");
+    error(out, "ERR MGET reply would exceed " + std::to_string(k_reply_bytes >> 20) + " MiB; ask for fewer keys");
+    co_return;
+  }
+  array_header(out, args.size() - 1);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const auto type = cache_type(args[i]);
+    const auto& r = got.at(args[i]);
+    if (r) {
       sh.s.metrics.resp_command("mget", type, "hit");
-      bulk(out, *unwrap_value(*got[i]));
+      bulk(out, *unwrap_value(*r));
     } else {
       sh.s.metrics.resp_command("mget", type, "miss");
       null(out, c.proto);

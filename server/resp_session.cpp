@@ -14,6 +14,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/resp_command_support.hpp"
 #include "server/resp_reads.hpp"
 
 namespace kcache::server::resp {
@@ -37,9 +38,11 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
                         asio::ip::make_address_v4(asio::ip::v4_mapped, ep.address().to_v6()).is_loopback());
     }
     conn_.id = ++sh_.next_client_id;
+    sh_.open.fetch_add(1);
   }
 
   ~Session() override {
+    sh_.open.fetch_sub(1);
     if (id_) connections_.remove(id_);
   }
 
@@ -75,25 +78,53 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
     stream_.close();
   }
 
+  // What this connection may send: the full limits once it may write,
+  // small commands before (as Redis does before AUTH).
+  const Limits& limits() {
+    if (may(sh_, conn_, Role::write)) return sh_.limits;
+    if (may(sh_, conn_, Role::read)) return read_limits_;
+    return anonymous_limits_;
+  }
+
+  // No command in progress: the idle timeout (a drain may close it). A
+  // command in progress: one deadline from its first byte, stretched only
+  // by the bytes it has declared at --min-transfer-rate; trickling bytes
+  // never re-arm it.
+  void arm_deadline(const Parser& parser) {
+    const auto& cfg = sh_.s.config;
+    idle_ = parser.pending() == 0;
+    if (idle_) {
+      command_started_.reset();
+      if (cfg.resp_idle_timeout_ms == 0) stream_.expires_never();
+      else stream_.expires_after(std::chrono::milliseconds(cfg.resp_idle_timeout_ms));
+      return;
+    }
+    if (!command_started_) command_started_ = std::chrono::steady_clock::now();
+    stream_.expires_at(*command_started_ + std::chrono::milliseconds(cfg.read_timeout_ms) +
+                       std::chrono::seconds(parser.declared() / cfg.min_transfer_rate));
+  }
+
   asio::awaitable<void> serve() {
-    std::string in, out;
+    Parser parser;
+    std::string out;
     std::vector<char> chunk(64 * 1024);
     for (;;) {
       // Every complete command in the buffer, then run them in order.
-      std::size_t used = 0;
       std::vector<std::vector<std::string>> cmds;
       std::optional<std::string> parse_error;
-      for (;;) {
-        auto cmd = parse_command(std::string_view(in).substr(used), sh_.limits);
+      const Limits& lim = limits();
+      bool reauth = false;  // an AUTH or HELLO: the commands after it get its limits
+      while (!reauth) {
+        auto cmd = parser.next(lim);
         if (cmd.status == Parse::incomplete) break;
         if (cmd.status == Parse::error) {
           parse_error = cmd.error;
           break;
         }
-        used += cmd.consumed;
+        const std::string name = cmd.args.empty() ? std::string() : lower(cmd.args[0]);
+        reauth = name == "auth" || name == "hello";
         cmds.push_back(std::move(cmd.args));
       }
-      in.erase(0, used);
       bool keep = true;
       for (std::size_t i = 0; i < cmds.size() && keep;) {
         if (batchable_get(sh_, conn_, cmds[i])) {
@@ -113,15 +144,17 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       }
       co_await flush(out);
       if (!keep || sh_.s.draining.load()) co_return;
-      // Idle (nothing half-read): no deadline, a drain may close it.
-      idle_ = in.empty();
-      if (idle_) stream_.expires_never();
-      else stream_.expires_after(std::chrono::milliseconds(sh_.s.config.read_timeout_ms));
+      if (reauth) continue;  // parse what followed it with the limits it earned
+      arm_deadline(parser);
       boost::system::error_code ec;
       const std::size_t n = co_await stream_.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
       idle_ = false;
-      if (ec) co_return;  // closed, timed out or cancelled by a drain
-      in.append(chunk.data(), n);
+      if (ec) {
+        if (ec == beast::error::timeout) spdlog::info("RESP {}: {} timed out; closed", conn_.peer,
+                                                      command_started_ ? "a command" : "an idle connection");
+        co_return;  // closed, timed out or cancelled by a drain
+      }
+      parser.feed(std::string_view(chunk.data(), n));
     }
   }
 
@@ -141,6 +174,9 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   Conn conn_;
   std::uint64_t id_ = 0;
   bool idle_ = false;
+  std::optional<std::chrono::steady_clock::time_point> command_started_;
+  const Limits read_limits_ = small_limits(true);
+  const Limits anonymous_limits_ = small_limits(false);
 };
 
 }  // namespace

@@ -72,6 +72,7 @@ struct Server::Impl {
   std::unique_ptr<TrustedKeys> trusted_keys;
   std::unique_ptr<TlsContexts> tls;  // null: plain HTTP
   std::atomic<bool> draining{false};
+  std::atomic<std::uint64_t> upload_bytes{0};  // request bodies held now
   Connections connections;
   asio::thread_pool pool;
   std::unique_ptr<Services> services;
@@ -109,7 +110,7 @@ struct Server::Impl {
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
     services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,
-                                                   [this] { return connections.count(); }});
+                                                   [this] { return http_connections(); }, upload_bytes});
     auto ep = resolve(*ioc, config.listen_host, config.listen_port);
     const bool authenticated = !config.tokens_file.empty() || (tls && tls->requires_client_certs());
     if (!ep.address().is_loopback() && !authenticated && !config.insecure_allow_remote) {
@@ -123,7 +124,12 @@ struct Server::Impl {
     acceptor = open_acceptor(ep, config.listen_host, config.listen_port);
     if (config.resp_enabled) {
       auto rep = resolve(*ioc, config.resp_listen_host, config.resp_listen_port);
-      if (!rep.address().is_loopback() && !authenticated && !config.insecure_allow_remote) {
+      // RESP is plain TCP: no client certificate, so only tokens authenticate it.
+      if (config.tokens_file.empty() && tls && tls->requires_client_certs()) {
+        throw ConfigError("refusing the RESP endpoint: HTTP authenticates clients by certificate "
+                          "(--tls-client-ca), which RESP cannot check; give --tokens (RESP clients then AUTH)");
+      }
+      if (!rep.address().is_loopback() && config.tokens_file.empty() && !config.insecure_allow_remote) {
         throw ConfigError("refusing the RESP endpoint on non-loopback address " + rep.address().to_string() +
                           " without --tokens; pass --insecure-allow-remote to force it");
       }
@@ -147,8 +153,8 @@ struct Server::Impl {
 
   // Accepts on `a` until the drain closes it; `serve(socket, over_limit)`
   // takes each connection (over_limit: --max-connections is reached).
-  template <typename Serve>
-  asio::awaitable<void> accept_loop(tcp::acceptor& a, const char* what, Serve serve) {
+  template <typename Full, typename Serve>
+  asio::awaitable<void> accept_loop(tcp::acceptor& a, const char* what, Full full, Serve serve) {
     for (;;) {
       boost::system::error_code ec;
       // A strand per connection; named, not a temporary of the co_await
@@ -167,8 +173,15 @@ struct Server::Impl {
       boost::system::error_code opt_ec;
       socket.set_option(tcp::no_delay(true), opt_ec);
       metrics.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-      serve(std::move(socket), connections.count() >= config.max_connections);
+      serve(std::move(socket), full());
     }
+  }
+
+  // Open HTTP connections: the registry holds RESP's too, which have a budget of their own.
+  std::uint64_t http_connections() const {
+    const std::uint64_t all = connections.count();
+    const std::uint64_t resp = resp_shared ? resp_shared->open.load() : 0;
+    return all > resp ? all - resp : 0;
   }
 
   void serve_http(tcp::socket socket, bool over_limit) {
@@ -314,12 +327,16 @@ int Server::run() {
                im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
                im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"));
   asio::co_spawn(*im.ioc,
-                 im.accept_loop(*im.acceptor, "HTTP", [&im](tcp::socket s, bool over) { im.serve_http(std::move(s), over); }),
+                 im.accept_loop(
+                     *im.acceptor, "HTTP", [&im] { return im.http_connections() >= im.config.max_connections; },
+                     [&im](tcp::socket s, bool over) { im.serve_http(std::move(s), over); }),
                  asio::detached);
   if (im.resp_acceptor) {
     asio::co_spawn(*im.ioc,
-                   im.accept_loop(*im.resp_acceptor, "RESP",
-                                  [&im](tcp::socket s, bool over) { im.serve_resp(std::move(s), over); }),
+                   im.accept_loop(
+                       *im.resp_acceptor, "RESP",
+                       [&im] { return im.resp_shared->open.load() >= im.config.resp_max_connections; },
+                       [&im](tcp::socket s, bool over) { im.serve_resp(std::move(s), over); }),
                    asio::detached);
   }
   asio::co_spawn(*im.ioc, im.sweep_loop(), asio::detached);

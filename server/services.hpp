@@ -46,6 +46,8 @@ struct Services {
   boost::asio::thread_pool& pool;
   const std::atomic<bool>& draining;
   std::function<std::uint64_t()> connections_active;
+  // Request-body bytes held now, all connections (--max-upload-bytes-in-flight).
+  std::atomic<std::uint64_t>& upload_bytes_in_flight;
 };
 
 // Runs fn() on the blocking pool and resumes the calling coroutine on its

@@ -118,7 +118,12 @@ TEST(Loopback, OnlyLoopbackUnlessForcedOrMtls) {
   auto forced = make_authorizer({"", false, true, false});
   EXPECT_TRUE((*forced)->authorize(with_auth("", false), Role::admin).allowed);
   auto mtls = make_authorizer({"", false, false, true});
-  EXPECT_TRUE((*mtls)->authorize(with_auth("", false), Role::admin).allowed);
+  Request verified = with_auth("", false);
+  verified.client_cert_verified = true;
+  EXPECT_TRUE((*mtls)->authorize(verified, Role::admin).allowed);
+  // mTLS credits the connection that showed a certificate, not every peer:
+  // a RESP connection (plain TCP) never does.
+  EXPECT_EQ((*mtls)->authorize(with_auth("", false), Role::read).status, 403);
 }
 
 TEST(Routes, ProbesAndMetricsAreOpen) {

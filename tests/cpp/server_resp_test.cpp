@@ -67,6 +67,61 @@ TEST(RespParse, LimitsAreEnforcedBeforeTheBytesArrive) {
   EXPECT_EQ(parse_command("GET aaaaaaaaaaaaaaaaaa", l).status, Parse::error);
 }
 
+TEST(RespParser, ByteByByteGivesTheSameCommandsAsAllAtOnce) {
+  const std::string wire = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\na\r\nb\0\r\nPING x\r\n*1\r\n$4\r\nQUIT\r\n"s;
+  Parser p;
+  std::vector<std::vector<std::string>> got;
+  for (char ch : wire) {
+    p.feed(std::string_view(&ch, 1));
+    for (auto c = p.next({}); c.status == Parse::complete; c = p.next({})) got.push_back(c.args);
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], (std::vector<std::string>{"SET", "k", "a\r\nb\0"s}));
+  EXPECT_EQ(got[1], (std::vector<std::string>{"PING", "x"}));
+  EXPECT_EQ(got[2], (std::vector<std::string>{"QUIT"}));
+  EXPECT_EQ(p.pending(), 0u);
+}
+
+TEST(RespParser, DeclaredBytesAndTheCommandCap) {
+  Limits l;
+  l.max_command_bytes = 1000;
+  Parser p;
+  p.feed("*2\r\n$3\r\nSET\r\n$500\r\nxx");
+  EXPECT_EQ(p.next(l).status, Parse::incomplete);
+  EXPECT_EQ(p.declared(), 4u + 9u + 6u + 502u);  // through the argument being read
+  Parser q;
+  q.feed("*3\r\n$3\r\nSET\r\n$600\r\n" + std::string(600, 'v') + "\r\n$600\r\n");
+  auto c = q.next(l);
+  EXPECT_EQ(c.status, Parse::error);  // 1200 bytes declared: refused before they arrive
+  EXPECT_EQ(c.error, "Protocol error: command too big");
+}
+
+TEST(RespParser, SmallLimitsBeforeAuth) {
+  const Limits anon = small_limits(false);
+  const Limits reader = small_limits(true);
+  EXPECT_EQ(parse_command("*11\r\n", anon).status, Parse::error);
+  EXPECT_EQ(parse_command("*11\r\n", reader).status, Parse::incomplete);
+  EXPECT_EQ(parse_command("*2\r\n$3\r\nGET\r\n$16385\r\n", reader).status, Parse::error);
+  EXPECT_EQ(parse_command("*2\r\n$3\r\nGET\r\n$16384\r\n", reader).status, Parse::incomplete);
+  EXPECT_EQ(parse_command("*1048576\r\n", Limits{}).status, Parse::error);  // 65536 arguments at most
+}
+
+TEST(RespParser, KeepsPositionAcrossCompactions) {
+  // Many small commands, then one spanning reads: the consumed prefix is
+  // dropped between reads and the command in progress survives it.
+  Parser p;
+  std::string many;
+  for (int i = 0; i < 5000; ++i) many += "*1\r\n$4\r\nPING\r\n";
+  p.feed(many + "*2\r\n$3\r\nGET\r\n$3\r\nab");
+  int n = 0;
+  for (auto c = p.next({}); c.status == Parse::complete; c = p.next({})) ++n;
+  EXPECT_EQ(n, 5000);
+  p.feed("c\r\n");
+  auto c = p.next({});
+  ASSERT_EQ(c.status, Parse::complete);
+  EXPECT_EQ(c.args, (std::vector<std::string>{"GET", "abc"}));
+}
+
 TEST(RespEncode, Values) {
   std::string out;
   simple(out, "OK");
@@ -89,7 +144,10 @@ TEST(RespKeyspace, OwnNamespaceAndCacheTypes) {
   EXPECT_EQ(cache_type("pt2:autograd-experimental::x"), "pt2:autograd-experimental");
   EXPECT_EQ(cache_type("triton:abc:kernel.cubin"), "triton");
   EXPECT_EQ(cache_type("plain"), "other");
-  EXPECT_EQ(cache_type("we\"ird\n:x"), "we_ird_");  // safe as a metric label
+  EXPECT_EQ(cache_type("we\"ird\n:x"), "other");  // a fixed set: no label from client bytes
+  EXPECT_EQ(cache_type("pt2:" + std::string(64, 'a') + "::k:c1"), "pt2:autotune");
+  EXPECT_EQ(cache_type("pt2:made-up-family::k"), "pt2:other");
+  EXPECT_EQ(cache_type("pt2:bundled-autotune-v1::k:c1"), "pt2:bundled-autotune-v1");
   auto m = entry_meta("pt2:fx-graph-v1::\x01"s);
   EXPECT_EQ(m.mode, "resp");
   EXPECT_EQ(m.target, "pt2:fx-graph-v1");

@@ -1,0 +1,217 @@
+"""The RESP endpoint against hostile clients, over real sockets to a real
+kcache-server: credentials (mTLS never authenticates RESP), floods before
+AUTH, trickled and half-sent commands, silent connections, the connection
+budget, MGET amplification and metric-label floods. During each, a
+legitimate client keeps being answered and the server's memory stays
+bounded (docs/operations.md, "Memory bounds")."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+from server_harness import read_until_quiet
+from test_auth import run_server
+from test_tls import pki, tls_args  # noqa: F401 - the module's certificates, as a fixture
+
+redis = pytest.importorskip("redis")
+TOKENS = {"read": "r" * 24, "write": "w" * 24}
+MIB = 1 << 20
+
+
+def rss(srv) -> int:
+    for line in open(f"/proc/{srv.proc.pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def cpu_seconds(srv) -> float:
+    fields = open(f"/proc/{srv.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.fixture
+def hostile(start_server, tmp_path):
+    def start(*extra):
+        tokens = tmp_path / "tokens"
+        tokens.write_text("".join(f"{t} {role}\n" for role, t in TOKENS.items()))
+        return start_server(args=["--resp-listen", "127.0.0.1:0", "--tokens", str(tokens), *extra])
+    return start
+
+
+def resp_socket(srv, timeout=10) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", srv.resp_port), timeout=timeout)
+
+
+def closed_by_server(s: socket.socket, within: float) -> bool:
+    """Waits for the server to close `s` (reading whatever it says first)."""
+    s.settimeout(within)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (TimeoutError, socket.timeout):
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def still_serving(srv):
+    assert srv.get("/healthz").status == 200
+    writer = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    assert writer.set("alive", b"yes") and writer.get("alive") == b"yes"
+
+
+def test_mtls_without_tokens_gives_resp_nothing(pki, tmp_path):  # noqa: F811
+    # Before: mTLS counted as authentication for RESP too, which has no
+    # certificates; every RESP peer got every role.
+    for listen in ("127.0.0.1:0", "0.0.0.0:0"):
+        r = run_server(["--listen", "127.0.0.1:0", *tls_args(*pki["server"], pki["clientca"]),
+                        "--resp-listen", listen])
+        assert r.returncode == 2, r.stderr
+        assert b"RESP cannot check" in r.stderr
+
+
+def test_mtls_with_tokens_makes_resp_authenticate(start_server, pki, tmp_path):  # noqa: F811
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{t} {role}\n" for role, t in TOKENS.items()))
+    srv = start_server(args=[*tls_args(*pki["server"], pki["clientca"]), "--tokens", str(tokens),
+                             "--resp-listen", "127.0.0.1:0"])
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=srv.resp_port).set("k", b"v")
+    assert redis.Redis(port=srv.resp_port, password=TOKENS["write"]).set("k", b"v")
+
+
+def test_floods_before_auth_are_refused_at_the_header(hostile):
+    srv = hostile()
+    before = rss(srv)
+    for header in (b"*1048576\r\n", b"*2\r\n$3\r\nGET\r\n$536870912\r\n", b"*11\r\n",
+                   b"*2\r\n$3\r\nGET\r\n$16385\r\n"):
+        with resp_socket(srv) as s:
+            s.sendall(header)
+            reply = read_until_quiet(s, 5)
+            assert reply.startswith(b"-ERR Protocol error"), (header, reply)
+    # An unauthenticated client streaming a "value" gets no further than
+    # its 16 KiB argument limit: 64 connections x 8 MiB of junk each.
+    junk = b"*2\r\n$3\r\nGET\r\n$16000\r\n" + b"x" * 16000 + b"\r\n"
+    socks = [resp_socket(srv) for _ in range(64)]
+    for s in socks:
+        try:
+            s.sendall(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$8388608\r\n" + junk)
+        except OSError:
+            pass
+    for s in socks:
+        assert closed_by_server(s, 10)
+        s.close()
+    assert rss(srv) - before < 32 * MIB
+    still_serving(srv)
+
+
+def test_a_trickled_command_costs_no_recopying(hostile):
+    # Before: after every read the parser restarted at the buffer's start
+    # and copied every complete argument again (~10 ms per byte after 32 MiB).
+    srv = hostile("--read-timeout-ms", "60000")
+    with resp_socket(srv) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(b"AUTH " + TOKENS["write"].encode() + b"\r\n")
+        assert s.recv(100) == b"+OK\r\n"
+        value = b"v" * (32 * MIB)
+        s.sendall(b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n" % len(value) + value + b"\r\n$200\r\n")
+        time.sleep(1.0)  # the 32 MiB are in
+        cpu = cpu_seconds(srv)
+        for _ in range(200):  # one byte per read after a complete 32 MiB argument
+            s.sendall(b"x")
+            time.sleep(0.005)
+        s.sendall(b"\r\n")
+        reply = s.recv(200)
+        spent = cpu_seconds(srv) - cpu
+    assert reply.startswith(b"-ERR syntax error"), reply  # SET k v <200 x> is not SET's syntax
+    # The old parser copied 32 MiB per read: seconds of CPU for these reads.
+    assert spent < 1.0, spent
+    still_serving(srv)
+
+
+def test_one_byte_at_a_time_does_not_extend_the_deadline(hostile):
+    # --read-timeout-ms is 3000 in the harness. Before: every read re-armed
+    # it, so one byte every 2 s kept a half-sent command open for ever.
+    srv = hostile()
+    with resp_socket(srv) as s:
+        start = time.monotonic()
+        closed = False
+        for b in b"*1\r\n$40\r\n" + b"p" * 40:
+            try:
+                s.sendall(bytes([b]))
+            except OSError:
+                closed = True
+                break
+            if closed_by_server(s, 0.5):
+                closed = True
+                break
+        assert closed, "a trickled command outlived its deadline"
+        assert time.monotonic() - start < 10
+    still_serving(srv)
+
+
+def test_idle_connections_time_out_and_busy_ones_stay(hostile):
+    srv = hostile("--resp-idle-timeout-ms", "1000")
+    silent = resp_socket(srv)
+    busy = redis.Redis(port=srv.resp_port, password=TOKENS["read"], socket_timeout=10)
+    busy.ping()
+    conn = busy.connection_pool.get_connection()
+    assert closed_by_server(silent, 10), "an idle RESP connection was never closed"
+    for _ in range(6):  # pinged every 0.3 s: never idle for 1 s
+        conn.send_command("PING")
+        assert conn.read_response() in (b"PONG", "PONG", True)
+        time.sleep(0.3)
+    silent.close()
+    assert "timed out" in srv.read_log()
+
+
+def test_resp_has_its_own_connection_budget(hostile):
+    # Before: 16 silent RESP sockets made /healthz answer 503.
+    srv = hostile("--max-connections", "4", "--resp-max-connections", "4")
+    held = [resp_socket(srv) for _ in range(4)]
+    time.sleep(0.2)
+    extra = resp_socket(srv)
+    assert closed_by_server(extra, 5), "a RESP connection over its budget was served"
+    for _ in range(3):
+        assert srv.get("/healthz").status == 200
+    for s in held:
+        s.close()
+    time.sleep(0.2)
+    still_serving(srv)
+
+
+def test_mget_cannot_amplify_one_value_into_a_huge_reply(hostile):
+    srv = hostile()
+    writer = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=30)
+    reader = redis.Redis(port=srv.resp_port, password=TOKENS["read"], socket_timeout=30)
+    writer.set("big", b"b" * (4 * MIB))
+    assert reader.mget(["big"] * 8) == [b"b" * (4 * MIB)] * 8  # 32 MiB: allowed
+    before = rss(srv)
+    with pytest.raises(redis.ResponseError, match="MGET reply would exceed"):
+        reader.mget(["big"] * 48)
+    assert rss(srv) - before < 96 * MIB
+    still_serving(srv)
+
+
+def test_client_bytes_never_become_metric_labels(hostile):
+    srv = hostile()
+    size = len(srv.get("/metrics").body)
+    for i in range(60):
+        with srv.connect() as s:
+            s.sendall(b"M%dETHOD%s / HTTP/1.1\r\nHost: x\r\n\r\n" % (i, b"Z" * 900))
+            read_until_quiet(s, 2)
+    writer = redis.Redis(port=srv.resp_port, password=TOKENS["write"])
+    for i in range(60):
+        writer.set(f"family{i}-{'q' * 40}:key", b"v")
+        writer.set(f"pt2:family{i}::key", b"v")
+    metrics = srv.get("/metrics").body.decode()
+    assert len(metrics) - size < 4000, len(metrics) - size
+    assert 'method="other"' in metrics
+    assert 'type="other",result="stored"} 60' in metrics
+    assert 'type="pt2:other",result="stored"} 60' in metrics
+    assert "family" not in metrics and "ETHOD" not in metrics

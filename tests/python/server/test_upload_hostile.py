@@ -1,0 +1,91 @@
+"""Uploads against hostile writers, over real sockets to a real
+kcache-server: a body declared huge and never sent maps no memory and is
+cut off when it stops making progress; the bytes all uploads may hold at
+once are bounded server-wide (503, Retry-After); a legitimate upload and
+GETs keep working throughout."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from server_harness import make_bundle, new_key, read_until_quiet, status_of
+from test_resp_hostile import closed_by_server
+
+MIB = 1 << 20
+
+
+def vm_kib(srv, field: str) -> int:
+    for line in open(f"/proc/{srv.proc.pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
+
+
+def start_upload(srv, declared: int, sent: bytes = b"x" * 1024) -> socket.socket:
+    s = srv.connect()
+    key = new_key()
+    s.sendall((f"PUT /v1/artifacts/{key} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\n"
+               f"Content-Length: {declared}\r\n\r\n").encode() + sent)
+    return s
+
+
+def test_a_stalled_huge_upload_maps_nothing_and_is_cut_off(start_server):
+    # Before: the body reserved its declared length up front (2 GiB of
+    # virtual memory per writer) and had 30 s + size / 1 MiB/s to arrive.
+    srv = start_server(args=["--max-body-bytes", "2G"])  # --read-timeout-ms 3000 in the harness
+    before = vm_kib(srv, "VmSize")
+    stalled = [start_upload(srv, 2 * 1024 * MIB) for _ in range(3)]
+    time.sleep(0.5)
+    assert (vm_kib(srv, "VmSize") - before) * 1024 < 256 * MIB
+    start = time.monotonic()
+    for s in stalled:
+        assert closed_by_server(s, 20), "a stalled upload was never cut off"
+        s.close()
+    assert time.monotonic() - start < 20
+    key = new_key()
+    bundle = make_bundle(key)
+    assert srv.put_artifact(key, bundle).status == 201
+    assert srv.get(f"/v1/artifacts/{key}").body == bundle
+    assert "request body not complete in time" in srv.read_log()
+
+
+def test_a_slow_but_steady_upload_is_not_cut_off(start_server):
+    # Positive control for the progress deadline: bytes that keep coming
+    # at the minimum rate keep the upload alive past --read-timeout-ms.
+    srv = start_server(args=["--min-transfer-rate", "4096"])
+    key = new_key()
+    bundle = make_bundle(key, payload=b"p" * 30000)
+    s = srv.connect()
+    s.sendall((f"PUT /v1/artifacts/{key} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\n"
+               f"Content-Length: {len(bundle)}\r\n\r\n").encode())
+    step = 2048
+    for i in range(0, len(bundle), step):  # ~8 KiB/s for ~4 s, past the 3 s read timeout
+        s.sendall(bundle[i:i + step])
+        time.sleep(0.25)
+    assert status_of(read_until_quiet(s, 10)) == 201
+    s.close()
+    assert srv.get(f"/v1/artifacts/{key}").body == bundle
+
+
+def test_upload_bytes_in_flight_are_bounded_server_wide(start_server):
+    srv = start_server(args=["--max-body-bytes", "64M", "--max-upload-bytes-in-flight", "128M",
+                             "--read-timeout-ms", "20000"])
+    held = [start_upload(srv, 60 * MIB), start_upload(srv, 60 * MIB)]
+    time.sleep(0.3)
+    third = start_upload(srv, 60 * MIB)
+    reply = read_until_quiet(third, 5)
+    assert status_of(reply) == 503 and b"uploads_busy" in reply and b"Retry-After: 1" in reply
+    third.close()
+    # A small upload still fits in what is left; GETs are unaffected.
+    key = new_key()
+    bundle = make_bundle(key)
+    assert srv.put_artifact(key, bundle).status == 201
+    assert srv.get("/healthz").status == 200
+    for s in held:  # the writers go away: their bytes return to the budget
+        s.close()
+    time.sleep(0.3)
+    again = start_upload(srv, 60 * MIB)
+    time.sleep(0.3)
+    assert not closed_by_server(again, 0.5)  # accepted, waiting for its body
+    again.close()
