@@ -140,6 +140,10 @@ class RegionBackend:
         except _core.KcacheError as e:  # the client fails open; this is a last resort
             log.warning("kcache: cache unusable for %s (%s); compiling without it", key[:12], e)
             data, source = None, "error"
+        except bundle_io.EmptyCapture as e:  # compiled here, nothing worth storing
+            log.warning("kcache: region %s not stored: %s", key[:12], e)
+            stats.bump(bypassed=1)
+            data, source = None, "error"
         _outcomes.setdefault(key, {"label": json.loads(explanation).get("label", ""),
                                    "status": source, "path": "traced"})
         if "compiled" in produced or data is None:

@@ -58,8 +58,16 @@ def _manifest(key: str, explanation: str, compile_seconds: float,
     }
 
 
+class EmptyCapture(ValueError):
+    """A region compiled, but Inductor's caches recorded nothing for it (a
+    bypassed FX-graph cache): a bundle of it would restore nothing."""
+
+
 def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
-         signing_key_pem: str | None = None) -> bytes:
+         signing_key_pem: str | None = None, *, allow_empty_cache: bool = False) -> bytes:
+    if not capture.mega_cache and not allow_empty_cache:
+        raise EmptyCapture("Inductor's caches recorded nothing for this region "
+                           "(its FX-graph cache was bypassed?)")
     manifest = _manifest(key, explanation, compile_seconds, capture.binaries)
     manifest["torch_cache_keys"] = capture.torch_keys
     sections = [(MEGA_CACHE, capture.mega_cache)]

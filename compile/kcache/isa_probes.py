@@ -58,7 +58,7 @@ def _build(key: str, explanation: str) -> bytes:
     cap.binaries = adaptor.isa_probe_binaries()
     from . import bundle_io
 
-    return bundle_io.pack(key, explanation, cap, 0.0)
+    return bundle_io.pack(key, explanation, cap, 0.0, allow_empty_cache=True)  # binaries only
 
 
 def _record_inputs() -> dict:

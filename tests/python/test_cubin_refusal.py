@@ -26,6 +26,7 @@ def packed(sm: int) -> bytes:
     from kcache._torch_adaptor import Capture
 
     cap = Capture()
+    cap.mega_cache = b"mega-cache bytes"
     cap.binaries = {"triton/k.cubin": cubin(sm), "x/lib.so": b"\x7fELF not cuda"}
     explanation = json.dumps({"label": "Block/cuda:sm_test/f32/default/infer"})
     return bundle_io.pack(KEY, explanation, cap, 1.0)
@@ -209,3 +210,18 @@ def test_job_restores_matching_arch_and_compiles_on_a_mismatch(tmp_path):
     assert wrong["kcache"]["hits_node"] == 0 and wrong["kcache"]["compiles"] == 1
     assert wrong["kcache"]["client"]["refused"] == 1
     assert wrong["max_diff"] < 1e-5
+
+
+def test_an_empty_capture_is_never_packed_as_a_region():
+    # A region whose Inductor caches recorded nothing (a bypassed FX-graph
+    # cache) would restore nothing: pack refuses it; the ISA-probe entry,
+    # binaries only, says so explicitly.
+    from kcache import bundle_io
+    from kcache._torch_adaptor import Capture
+
+    cap = Capture()
+    cap.binaries = {"x/lib.so": b"\x7fELF"}
+    with pytest.raises(bundle_io.EmptyCapture):
+        bundle_io.pack(KEY, json.dumps({"label": "x"}), cap, 1.0)
+    blob = bundle_io.pack(KEY, json.dumps({"label": "x"}), cap, 1.0, allow_empty_cache=True)
+    assert bundle_io.unpack(blob, KEY).binaries == cap.binaries

@@ -49,6 +49,10 @@ def test_modes_round_trip_with_distinct_keys(tmp_path):
         assert cold["kcache"]["compiles"] >= 1, name
         assert warm["kcache"]["misses"] == 0 and warm["kcache"]["hits_node"] >= 1, name
         assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0, name
+        # Positive control: Inductor did use its cache in this mode (a mode
+        # that bypassed it would show no misses either).
+        assert warm["inductor"].get("fxgraph_cache_bypass", 0) == 0, name
+        assert warm["inductor"].get("fxgraph_cache_hit", 0) >= cold["inductor"].get("fxgraph_cache_miss", 0) > 0, name
         flat = lambda outs: [v for batch in outs for row in batch for v in row]  # noqa: E731
         assert flat(warm["outs"]) == pytest.approx(flat(cold["outs"]), rel=1e-6), name
         assert warm["keys"] == cold["keys"], name

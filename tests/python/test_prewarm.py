@@ -84,5 +84,7 @@ def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
         assert result["kcache"]["compiles"] == 0 and result["kcache"]["misses"] == 0
         assert result["kcache"]["hits_server"] == len(report["regions"])
         assert result["inductor"].get("fxgraph_cache_miss", 0) == 0
+        # Precompiled regions: the job ran prewarm's artifacts, traced nothing.
+        assert result["kcache"]["precompiled_blocks"] > 0 and result["dynamo_traced"] == []
     finally:
         server.stop()

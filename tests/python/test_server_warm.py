@@ -46,6 +46,8 @@ def test_twelve_block_gpt2_warm_from_the_server(tmp_path, cxx_wrapper):
         assert k["reuses"] >= LAYERS - 1
         assert k["compiles"] == k["misses"] <= 8
         assert k["client"]["uploads"] == k["compiles"] + 1  # + the ISA probes entry
+        # Positive control for "no builds" below: the wrapper saw the cold builds.
+        assert cold["region_compiles"] and cold["builds"]
         after_cold = server.metrics()
 
         warm = run_job(tmp_path, cxx_wrapper, "warm", server.url)
