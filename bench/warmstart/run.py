@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE))  # this directory's report.py, not coldstart's
 JOB = REPO / "examples" / "train_regional.py"
 STEPS = 2
 HIDDEN = 64
-REPEATS = 3  # the cells the targets compare run this often; each reports its median
+REPEATS = 5  # the cells the targets compare run this often; each reports its median
 
 
 def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, inductor: str,
@@ -147,11 +147,17 @@ def main() -> None:
             result["rows"] = [r for r in old["rows"] if (r["model"], r["layers"]) not in configs]
             result["command"] = old["command"] + " ; " + result["command"] + " --merge"
         try:
-            _redis, port = services.start_redis(work)
-            _server, url = services.start_server(work, f"disk:{work / 'kcache-data'}")
             for m, n in configs:  # results.json after each configuration
+                # Fresh services per configuration: a 24-block model's blocks
+                # have the 12-block model's region keys, so a shared server
+                # would make its "cold" cells warm.
+                (work / f"services-{m}-{n}").mkdir()
+                _redis, port = services.start_redis(work / f"services-{m}-{n}")
+                _server, url = services.start_server(
+                    work / f"services-{m}-{n}", f"disk:{work / f'services-{m}-{n}' / 'kcache-data'}")
                 result["rows"].append(configuration(work, m, n, port, url))
                 (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+                services.stop_all()
         finally:
             services.stop_all()
     import report
