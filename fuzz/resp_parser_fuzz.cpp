@@ -1,4 +1,4 @@
-// libFuzzer target for the RESP request parser (server/resp_protocol.hpp).
+// libFuzzer target for the RESP request parser (server/resp/resp_protocol.hpp).
 // The input is fed twice: all at once, and in chunks whose sizes come from
 // the input's first bytes (as a socket might deliver it). Both must give
 // the same commands and the same error, nothing may crash, and no complete
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/resp_protocol.hpp"
+#include "server/resp/resp_protocol.hpp"
 
 namespace {
 

@@ -64,7 +64,7 @@ struct ServerConfig {
   // Listening on a non-loopback address without authentication (--tokens,
   // or mTLS through --tls-client-ca) is refused unless this is set.
   bool insecure_allow_remote = false;
-  // Bearer tokens: a file of `TOKEN ROLE` lines (server/authorizer.hpp).
+  // Bearer tokens: a file of `TOKEN ROLE` lines (server/http/authorizer.hpp).
   // Empty: no tokens; every role for loopback clients only.
   std::string tokens_file;
   // With tokens: requests without an Authorization header get the read role.
@@ -84,7 +84,7 @@ struct ServerConfig {
   std::uint64_t hot_cache_bytes = 256ull << 20;
   std::string log_level = "info";
   bool access_log = true;
-  // RESP endpoint (server/resp_session.hpp, docs/protocol.md "RESP"): off
+  // RESP endpoint (server/resp/resp_session.hpp, docs/protocol.md "RESP"): off
   // unless --resp-listen is given. Same auth, storage, limits and metrics.
   bool resp_enabled = false;
   std::string resp_listen_host = "127.0.0.1";

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "server/lease_table.hpp"
+#include "server/leases/lease_table.hpp"
 
 namespace kcache::server {
 

@@ -19,7 +19,7 @@
 #include <tuple>
 #include <vector>
 
-#include "server/lease_table.hpp"
+#include "server/leases/lease_table.hpp"
 
 namespace kcache::server {
 
@@ -45,7 +45,7 @@ class Metrics {
   // A stored upload's metadata, for the per-target and per-mode breakdown.
   void stored(const std::string& target, const std::string& mode, std::uint64_t bytes);
   // One RESP command on a key: command ("get", "set", …), the key's cache
-  // type (server/resp_keyspace.hpp) and its result ("hit", "miss",
+  // type (server/resp/resp_keyspace.hpp) and its result ("hit", "miss",
   // "stored", "waited_hit", "waited_miss", "compiler", …).
   void resp_command(std::string_view command, std::string_view type, std::string_view result);
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_commands() const;

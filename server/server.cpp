@@ -15,11 +15,11 @@
 #include <spdlog/spdlog.h>
 
 #include "server/connections.hpp"
-#include "server/http_session.hpp"
-#include "server/redis_replicas.hpp"
-#include "server/resp_session.hpp"
+#include "server/http/http_session.hpp"
+#include "server/leases/redis_replicas.hpp"
+#include "server/resp/resp_session.hpp"
 #include "server/services.hpp"
-#include "server/tls_context.hpp"
+#include "server/http/tls_context.hpp"
 #include "server/trusted_keys.hpp"
 
 namespace kcache::server {

@@ -19,16 +19,16 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "server/authorizer.hpp"
+#include "server/http/authorizer.hpp"
 #include "server/config.hpp"
 #include "server/hot_tier.hpp"
-#include "server/http_types.hpp"
-#include "server/landings.hpp"
-#include "server/lease_table.hpp"
+#include "server/http/http_types.hpp"
+#include "server/leases/landings.hpp"
+#include "server/leases/lease_table.hpp"
 #include "server/metrics.hpp"
-#include "server/router.hpp"
+#include "server/http/router.hpp"
 #include "server/trusted_keys.hpp"
-#include "server/waiters.hpp"
+#include "server/leases/waiters.hpp"
 #include "storage/backend.hpp"
 
 namespace kcache::server {

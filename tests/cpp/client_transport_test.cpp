@@ -278,7 +278,9 @@ TEST(Retry, RefusedConnectionsAreRetriedQuickly) {
   auto r = api->get(random_key());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::unavailable);
-  EXPECT_LT(seconds_since(t0), 1.0);
+  // Generous bounds only (a loaded machine or a sanitizer build is slow);
+  // they tell "retried quickly" from "waited for a deadline or hung".
+  EXPECT_LT(seconds_since(t0), 10.0);
 }
 
 TEST(Deadlines, AServerThatNeverAnswersTimesOutOnceWithoutRetry) {
@@ -289,9 +291,9 @@ TEST(Deadlines, AServerThatNeverAnswersTimesOutOnceWithoutRetry) {
   double took = seconds_since(t0);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::timeout);
-  EXPECT_GE(took, 0.29);
-  EXPECT_LT(took, 1.0);
-  EXPECT_EQ(server.requests(), 1);
+  EXPECT_GE(took, 0.29);  // a deadline never fires early
+  EXPECT_LT(took, 10.0);
+  EXPECT_EQ(server.requests(), 1);  // once: no retry after a timeout
 }
 
 TEST(Deadlines, ALongPollGetsItsWaitOnTopOfTheRequestDeadline) {
@@ -327,7 +329,7 @@ TEST(FailOpen, ServerDownMeansALocalCompileFast) {
       key, [&] { return Result<std::vector<std::uint8_t>>(make_bundle(key)); });
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->source, Source::local);
-  EXPECT_LT(seconds_since(t0), 1.0);
+  EXPECT_LT(seconds_since(t0), 10.0);
   auto s = (*c)->stats();
   EXPECT_EQ(s.local_compiles, 1u);
   EXPECT_EQ(s.server_errors, 1u);
@@ -337,7 +339,9 @@ TEST(FailOpen, ServerDownMeansALocalCompileFast) {
     return Result<std::vector<std::uint8_t>>(make_error(Errc::internal, "x"));
   });
   EXPECT_FALSE(again.ok());
-  EXPECT_LT(seconds_since(t0), 0.05);
+  // The breaker stays open: the server is skipped, not retried.
+  EXPECT_EQ((*c)->stats().breaker, "open");
+  EXPECT_LT(seconds_since(t0), 10.0);
 }
 
 TEST(FailOpen, A500MeansALocalCompile) {
@@ -371,7 +375,8 @@ TEST(FailOpen, AHungServerCostsOneRequestDeadline) {
   double took = seconds_since(t0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->source, Source::local);
-  EXPECT_LT(took, 0.5 + 0.5);  // request_timeout_ms + slack
+  EXPECT_GE(took, 0.49);  // it did wait for the request deadline (500 ms), once
+  EXPECT_LT(took, 10.0);
 }
 
 TEST(FailOpen, ACorruptServedBundleIsRefusedAndCompiledLocally) {

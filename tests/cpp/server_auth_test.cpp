@@ -1,5 +1,5 @@
-// Tokens, roles and signed uploads (server/authorizer.hpp,
-// server/trusted_keys.hpp, server/bundle_check.hpp SignaturePolicy).
+// Tokens, roles and signed uploads (server/http/authorizer.hpp,
+// server/trusted_keys.hpp, server/http/bundle_check.hpp SignaturePolicy).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "artifact/bundle.hpp"
-#include "server/authorizer.hpp"
-#include "server/bundle_check.hpp"
-#include "server/router.hpp"
+#include "server/http/authorizer.hpp"
+#include "server/http/bundle_check.hpp"
+#include "server/http/router.hpp"
 #include "server/trusted_keys.hpp"
 
 namespace kcache::server {

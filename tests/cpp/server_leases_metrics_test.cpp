@@ -1,5 +1,5 @@
 // The in-process lease table and the metrics renderings
-// (server/lease_table.hpp, server/metrics.hpp).
+// (server/leases/lease_table.hpp, server/metrics.hpp).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "server/lease_table.hpp"
+#include "server/leases/lease_table.hpp"
 #include "server/metrics.hpp"
 
 namespace kcache::server {

@@ -1,11 +1,11 @@
-// The RESP parser and encoders (server/resp_protocol.hpp) and the RESP
-// keyspace (server/resp_keyspace.hpp).
+// The RESP parser and encoders (server/resp/resp_protocol.hpp) and the RESP
+// keyspace (server/resp/resp_keyspace.hpp).
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "server/resp_keyspace.hpp"
-#include "server/resp_protocol.hpp"
+#include "server/resp/resp_keyspace.hpp"
+#include "server/resp/resp_protocol.hpp"
 
 namespace kcache::server::resp {
 namespace {

@@ -1,6 +1,6 @@
 // Route matching, query parsing, configuration parsing and the metadata the
-// server derives from a verified manifest (server/router.hpp,
-// server/config.hpp, server/bundle_check.hpp).
+// server derives from a verified manifest (server/http/router.hpp,
+// server/config.hpp, server/http/bundle_check.hpp).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "artifact/bundle.hpp"
-#include "server/bundle_check.hpp"
+#include "server/http/bundle_check.hpp"
 #include "server/config.hpp"
-#include "server/router.hpp"
+#include "server/http/router.hpp"
 
 namespace kcache::server {
 namespace {

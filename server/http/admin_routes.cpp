@@ -4,7 +4,7 @@
 
 #include "artifact/bundle.hpp"
 #include "server/parse_uint.hpp"
-#include "server/bundle_check.hpp"
+#include "server/http/bundle_check.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

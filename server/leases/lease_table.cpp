@@ -1,4 +1,4 @@
-#include "server/lease_table.hpp"
+#include "server/leases/lease_table.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>

@@ -1,4 +1,4 @@
-#include "server/resp_command_support.hpp"
+#include "server/resp/resp_command_support.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // RedisLandings: PUBLISH on landing, a subscriber thread that wakes local
-// waiters. See server/landings.hpp and server/redis_replicas.hpp.
+// waiters. See server/leases/landings.hpp and server/leases/redis_replicas.hpp.
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "server/landings.hpp"
+#include "server/leases/landings.hpp"
 #include "storage/redis_backend.hpp"
 #include "storage/redis_pool.hpp"
 

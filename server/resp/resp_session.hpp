@@ -19,7 +19,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "server/connections.hpp"
-#include "server/resp_commands.hpp"
+#include "server/resp/resp_commands.hpp"
 
 namespace kcache::server::resp {
 

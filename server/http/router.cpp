@@ -1,4 +1,4 @@
-#include "server/router.hpp"
+#include "server/http/router.hpp"
 
 namespace kcache::server {
 

@@ -48,7 +48,7 @@ Response token_refused(const LeaseRenewal& r) {
 }
 
 // Every lease-table call runs on the blocking pool: the Redis table does
-// network I/O (server/lease_table.hpp).
+// network I/O (server/leases/lease_table.hpp).
 asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& key) {
   auto present = [&s, key] { return s.backend.head(key); };
   auto h = co_await run_blocking(s.pool, present);

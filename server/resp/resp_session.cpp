@@ -1,4 +1,4 @@
-#include "server/resp_session.hpp"
+#include "server/resp/resp_session.hpp"
 
 #include <chrono>
 #include <optional>
@@ -14,8 +14,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <spdlog/spdlog.h>
 
-#include "server/resp_command_support.hpp"
-#include "server/resp_reads.hpp"
+#include "server/resp/resp_command_support.hpp"
+#include "server/resp/resp_reads.hpp"
 
 namespace kcache::server::resp {
 

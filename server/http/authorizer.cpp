@@ -1,4 +1,4 @@
-#include "server/authorizer.hpp"
+#include "server/http/authorizer.hpp"
 
 #include <openssl/crypto.h>
 

@@ -16,7 +16,7 @@
 // renewing, on whichever replica it talked to.
 // Landings: PUBLISH kcache:landed <hex>; a subscriber thread per server
 // (dedicated connection, TCP keepalive, reconnect with backoff) notifies
-// local waiters (server/landings.hpp).
+// local waiters (server/leases/landings.hpp).
 // Thread safety: everything may be used from any thread; every call but
 // ttl_ms() does network I/O — call on the blocking pool.
 #pragma once
@@ -26,9 +26,9 @@
 #include <string>
 
 #include "common/result.hpp"
-#include "server/landings.hpp"
-#include "server/lease_table.hpp"
-#include "server/waiters.hpp"
+#include "server/leases/landings.hpp"
+#include "server/leases/lease_table.hpp"
+#include "server/leases/waiters.hpp"
 
 namespace kcache::server {
 

@@ -1,4 +1,4 @@
-#include "server/resp_commands.hpp"
+#include "server/resp/resp_commands.hpp"
 
 #include <chrono>
 
@@ -7,8 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include "server/resp_command_support.hpp"
-#include "server/resp_reads.hpp"
+#include "server/resp/resp_command_support.hpp"
+#include "server/resp/resp_reads.hpp"
 
 namespace kcache::server::resp {
 

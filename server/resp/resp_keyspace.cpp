@@ -1,4 +1,4 @@
-#include "server/resp_keyspace.hpp"
+#include "server/resp/resp_keyspace.hpp"
 
 #include <cctype>
 #include <string_view>

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <variant>
 
-#include "server/authorizer.hpp"
+#include "server/http/authorizer.hpp"
 
 namespace kcache::server {
 

@@ -1,4 +1,4 @@
-#include "server/resp_protocol.hpp"
+#include "server/resp/resp_protocol.hpp"
 
 #include <algorithm>
 #include <charconv>

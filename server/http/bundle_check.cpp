@@ -1,6 +1,6 @@
-#include "server/bundle_check.hpp"
+#include "server/http/bundle_check.hpp"
 
-#include "server/resp_keyspace.hpp"
+#include "server/resp/resp_keyspace.hpp"
 
 #include <cmath>
 
@@ -109,7 +109,7 @@ Result<CheckedUpload> check_upload(const std::string& key, std::span<const std::
 }
 
 bool bundle_matches_key(const std::string& key, const std::vector<std::uint8_t>& bytes) {
-  // RESP values (server/resp_keyspace.hpp) are opaque: storage's checksum
+  // RESP values (server/resp/resp_keyspace.hpp) are opaque: storage's checksum
   // has already vouched for their bytes.
   if (resp::unwrap_value(bytes)) return true;
   auto summary = artifact::inspect_bundle(bytes);

@@ -27,9 +27,9 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include "server/lease_table.hpp"
-#include "server/resp_keyspace.hpp"
-#include "server/resp_protocol.hpp"
+#include "server/leases/lease_table.hpp"
+#include "server/resp/resp_keyspace.hpp"
+#include "server/resp/resp_protocol.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server::resp {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "server/resp_commands.hpp"
+#include "server/resp/resp_commands.hpp"
 
 namespace kcache::server::resp {
 

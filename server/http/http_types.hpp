@@ -1,6 +1,6 @@
 // Request and Response: the server's own small HTTP message types.
 //
-// The session (server/http_session.cpp) converts Beast messages to and from
+// The session (server/http/http_session.cpp) converts Beast messages to and from
 // these, so route handlers never include Beast (Beast translation units
 // compile slowly) and can be unit-tested without sockets. Bodies move, never
 // copy: an upload's bytes go from the parser to storage in one vector.

@@ -1,4 +1,4 @@
-#include "server/resp_reads.hpp"
+#include "server/resp/resp_reads.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "server/resp_command_support.hpp"
+#include "server/resp/resp_command_support.hpp"
 
 namespace kcache::server::resp {
 

@@ -9,7 +9,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include "server/resp_commands.hpp"
+#include "server/resp/resp_commands.hpp"
 
 namespace kcache::server::resp {
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "server/http_types.hpp"
+#include "server/http/http_types.hpp"
 
 namespace kcache::server {
 

@@ -1,10 +1,10 @@
-// RedisLeaseTable and make_redis_replica_parts(): see server/redis_replicas.hpp.
+// RedisLeaseTable and make_redis_replica_parts(): see server/leases/redis_replicas.hpp.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <map>
 
-#include "server/redis_replicas.hpp"
+#include "server/leases/redis_replicas.hpp"
 #include "storage/redis_backend.hpp"
 #include "storage/redis_pool.hpp"
 

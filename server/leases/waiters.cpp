@@ -1,4 +1,4 @@
-#include "server/waiters.hpp"
+#include "server/leases/waiters.hpp"
 
 #include <boost/asio/post.hpp>
 

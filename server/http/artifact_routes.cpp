@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/parse_uint.hpp"
-#include "server/bundle_check.hpp"
+#include "server/http/bundle_check.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

@@ -1,4 +1,4 @@
-#include "server/http_session.hpp"
+#include "server/http/http_session.hpp"
 
 #include <algorithm>
 #include <atomic>

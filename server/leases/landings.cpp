@@ -1,4 +1,4 @@
-#include "server/landings.hpp"
+#include "server/leases/landings.hpp"
 
 namespace kcache::server {
 

@@ -2,7 +2,7 @@
 // with replicas, on every server sharing the Redis — when the key's artifact
 // lands or its lease ends without an upload.
 //
-// Local: publish() is Waiters::notify(). Redis (server/redis_replicas.hpp):
+// Local: publish() is Waiters::notify(). Redis (server/leases/redis_replicas.hpp):
 // publish() also PUBLISHes the key on the channel `kcache:landed`, and a
 // subscriber thread on a dedicated connection turns every message into a
 // local notify. A waiter re-checks storage and the lease after any wake, so
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "server/waiters.hpp"
+#include "server/leases/waiters.hpp"
 
 namespace kcache::server {
 

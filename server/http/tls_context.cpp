@@ -1,4 +1,4 @@
-#include "server/tls_context.hpp"
+#include "server/http/tls_context.hpp"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
