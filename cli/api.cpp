@@ -31,7 +31,7 @@ std::string url_encode(const std::string& value) {
 Result<Api> Api::connect(const Context& ctx) {
   auto ep = parse_url(ctx.server);
   if (!ep) return ep.error();
-  return Api(HttpTransport(std::move(*ep), ctx.token), ctx);
+  return Api(HttpTransport(std::move(*ep), ctx.token, {ctx.ca_file, ctx.cert_file, ctx.key_file}), ctx);
 }
 
 Result<HttpReply> Api::raw(const std::string& method, const std::string& target) {

@@ -31,6 +31,9 @@ inline Error usage_error(std::string message) {
 struct Context {
   std::string server = "http://127.0.0.1:8420";  // --server / KCACHE_URL
   std::string token;                             // --token / KCACHE_TOKEN; never printed
+  std::string ca_file;                           // --cacert / KCACHE_CA_FILE (https)
+  std::string cert_file;                         // --cert / KCACHE_CLIENT_CERT (mTLS)
+  std::string key_file;                          // --key / KCACHE_CLIENT_KEY (mTLS)
   bool json = false;                             // --json: machine-readable stdout
   double timeout_s = 30;                         // --timeout: per request
   bool timeout_given = false;                    // verify waits longer unless set

@@ -1,9 +1,16 @@
-// Plain-TCP HTTP/1.1 over Boost.Beast. Each exchange opens one connection
-// (the CLI makes a handful of requests), and all of its steps share one
-// deadline enforced by beast::tcp_stream's timer.
+// HTTP/1.1 over Boost.Beast, plain or TLS. Each exchange opens one
+// connection (the CLI makes a handful of requests), and all of its steps
+// share one deadline enforced by beast::tcp_stream's timer.
 #include "cli/http_transport.hpp"
 
+#include <openssl/ssl.h>
+
+#include <memory>
+
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -14,6 +21,7 @@ namespace kcache::cli {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
@@ -52,14 +60,9 @@ Result<Endpoint> parse_url(const std::string& url) {
   } else {
     ep.scheme = "http";
   }
-  if (ep.scheme == "https") {
-    return make_error(
-        Errc::invalid_argument,
-        "--server " + url + ": https is not supported by this build of kcache yet; use http://");
-  }
-  if (ep.scheme != "http") {
+  if (ep.scheme != "http" && ep.scheme != "https") {
     return make_error(Errc::invalid_argument,
-                      "--server " + url + ": the URL must start with http://");
+                      "--server " + url + ": the URL must start with http:// or https://");
   }
   if (auto slash = rest.find('/'); slash != std::string::npos) {
     ep.base_path = rest.substr(slash);
@@ -82,10 +85,10 @@ Result<Endpoint> parse_url(const std::string& url) {
   } else {
     ep.host = rest;
   }
-  if (ep.port.empty()) ep.port = "80";
+  if (ep.port.empty()) ep.port = ep.scheme == "https" ? "443" : "80";
   bool digits = ep.port.size() <= 5 && ep.port.find_first_not_of("0123456789") == std::string::npos;
   if (ep.host.empty() || !digits) {
-    return make_error(Errc::invalid_argument, "--server " + url + ": expected http://HOST:PORT");
+    return make_error(Errc::invalid_argument, "--server " + url + ": expected http[s]://HOST:PORT");
   }
   return ep;
 }
@@ -95,8 +98,80 @@ std::string HttpReply::header(const std::string& lower_name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-HttpTransport::HttpTransport(Endpoint endpoint, std::string token)
-    : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
+HttpTransport::HttpTransport(Endpoint endpoint, std::string token, TlsFiles tls)
+    : endpoint_(std::move(endpoint)), token_(std::move(token)), tls_(std::move(tls)) {}
+
+namespace {
+
+Error timed_out(const Endpoint& ep, const HttpRequest& req, const std::string& what) {
+  return make_error(Errc::timeout, what + " (" + ep.url + ") did not finish within " +
+                                       std::to_string(req.timeout.count() / 1000) +
+                                       " s; raise --timeout if the cache is large");
+}
+
+// Write the request, read the answer: the same over TCP and over TLS.
+template <class Stream>
+Result<HttpReply> exchange(Stream& stream, asio::io_context& ioc, const Endpoint& ep,
+                           const std::string& token, const HttpRequest& req) {
+  auto verb = http::string_to_verb(req.method);
+  http::request<http::string_body> out{verb, ep.base_path + req.target, 11};
+  out.set(http::field::host, ep.host + ":" + ep.port);
+  out.set(http::field::user_agent, std::string("kcache-cli/") + KCACHE_CLI_VERSION);
+  out.set(http::field::connection, "close");
+  if (!token.empty()) out.set(http::field::authorization, "Bearer " + token);
+  for (const auto& [name, value] : req.headers) out.set(name, value);
+  out.body() = req.body;
+  if (!req.body.empty() || verb == http::verb::post || verb == http::verb::put)
+    out.prepare_payload();
+
+  error_code ec = run_step(ioc, [&](auto handler) { http::async_write(stream, out, handler); });
+  if (ec == beast::error::timeout) return timed_out(ep, req, "sending the request");
+  if (ec) return unreachable(ep, "sending to", ec);
+
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(k_max_reply_bytes);
+  ec = run_step(ioc, [&](auto handler) { http::async_read(stream, buffer, parser, handler); });
+  if (ec == beast::error::timeout) {
+    return timed_out(ep, req, "kcache-server's answer to " + req.method + " " + req.target);
+  }
+  if (ec) return unreachable(ep, "reading the answer from", ec);
+
+  auto res = parser.release();
+  HttpReply reply;
+  reply.status = res.result_int();
+  for (const auto& field : res) {
+    std::string name(field.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    reply.headers[name] = std::string(field.value());
+  }
+  reply.body = std::move(res.body());
+  return reply;
+}
+
+// A context that verifies the server (its chain and its name) and, when
+// given, presents a client certificate.
+Result<std::unique_ptr<ssl::context>> tls_context(const TlsFiles& files, const std::string& host) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  error_code ec;
+  ctx->set_verify_mode(ssl::verify_peer, ec);
+  if (!files.ca_file.empty()) ctx->load_verify_file(files.ca_file, ec);
+  else ctx->set_default_verify_paths(ec);
+  if (ec) return make_error(Errc::invalid_argument, "--cacert " + files.ca_file + ": " + ec.message());
+  ctx->set_verify_callback(ssl::host_name_verification(host), ec);
+  if (files.cert_file.empty() != files.key_file.empty()) {
+    return make_error(Errc::invalid_argument, "--cert and --key go together (mTLS)");
+  }
+  if (!files.cert_file.empty()) {
+    ctx->use_certificate_chain_file(files.cert_file, ec);
+    if (ec) return make_error(Errc::invalid_argument, "--cert " + files.cert_file + ": " + ec.message());
+    ctx->use_private_key_file(files.key_file, ssl::context::pem, ec);
+    if (ec) return make_error(Errc::invalid_argument, "--key " + files.key_file + ": " + ec.message());
+  }
+  return ctx;
+}
+
+}  // namespace
 
 Result<HttpReply> HttpTransport::send(const HttpRequest& req) const {
   asio::io_context ioc;
@@ -123,47 +198,30 @@ Result<HttpReply> HttpTransport::send(const HttpRequest& req) const {
   }
   if (ec) return unreachable(endpoint_, "connecting to", ec);
 
-  auto verb = http::string_to_verb(req.method);
-  http::request<http::string_body> out{verb, endpoint_.base_path + req.target, 11};
-  out.set(http::field::host, endpoint_.host + ":" + endpoint_.port);
-  out.set(http::field::user_agent, std::string("kcache-cli/") + KCACHE_CLI_VERSION);
-  out.set(http::field::connection, "close");
-  if (!token_.empty()) out.set(http::field::authorization, "Bearer " + token_);
-  for (const auto& [name, value] : req.headers) out.set(name, value);
-  out.body() = req.body;
-  if (!req.body.empty() || verb == http::verb::post || verb == http::verb::put)
-    out.prepare_payload();
-
-  ec = run_step(ioc, [&](auto handler) { http::async_write(stream, out, handler); });
-  if (ec == beast::error::timeout) {
-    return make_error(Errc::timeout,
-                      "sending the request to " + endpoint_.url + " took longer than the deadline");
+  if (endpoint_.scheme != "https") {
+    auto reply = exchange(stream, ioc, endpoint_, token_, req);
+    error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    return reply;
   }
-  if (ec) return unreachable(endpoint_, "sending to", ec);
-
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(k_max_reply_bytes);
-  ec = run_step(ioc, [&](auto handler) { http::async_read(stream, buffer, parser, handler); });
-  if (ec == beast::error::timeout) {
-    return make_error(Errc::timeout, "kcache-server at " + endpoint_.url + " did not answer " +
-                                         req.method + " " + req.target + " within " +
-                                         std::to_string(req.timeout.count() / 1000) +
-                                         " s; raise --timeout if the cache is large");
+  auto ctx = tls_context(tls_, endpoint_.host);
+  if (!ctx) return ctx.error();
+  beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), **ctx);
+  error_code addr_ec;
+  asio::ip::make_address(endpoint_.host, addr_ec);
+  if (addr_ec) SSL_set_tlsext_host_name(tls.native_handle(), endpoint_.host.c_str());  // SNI: names only
+  ec = run_step(ioc, [&](auto handler) { tls.async_handshake(ssl::stream_base::client, handler); });
+  if (ec == beast::error::timeout) return timed_out(endpoint_, req, "the TLS handshake");
+  if (ec) {
+    return make_error(Errc::unavailable,
+                      "TLS handshake with kcache-server at " + endpoint_.url + " failed: " + ec.message() +
+                          ". Give the CA that signed the server's certificate with --cacert "
+                          "(KCACHE_CA_FILE) and, if the server requires client certificates, "
+                          "--cert and --key (KCACHE_CLIENT_CERT, KCACHE_CLIENT_KEY).");
   }
-  if (ec) return unreachable(endpoint_, "reading the answer from", ec);
-
-  auto res = parser.release();
-  HttpReply reply;
-  reply.status = res.result_int();
-  for (const auto& field : res) {
-    std::string name(field.name_string());
-    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    reply.headers[name] = std::string(field.value());
-  }
-  reply.body = std::move(res.body());
+  auto reply = exchange(tls, ioc, endpoint_, token_, req);
   error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  beast::get_lowest_layer(tls).socket().shutdown(tcp::socket::shutdown_both, ignored);
   return reply;
 }
 

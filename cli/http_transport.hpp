@@ -1,7 +1,10 @@
-// HttpTransport: one synchronous HTTP/1.1 exchange with kcache-server.
+// HttpTransport: one synchronous HTTP/1.1 (or HTTPS) exchange with
+// kcache-server.
 //
-// The only file that knows about sockets (Boost.Beast stays in the .cpp), so
-// that HTTPS can be added here alone. Every step (resolve, connect, write,
+// The only file that knows about sockets and TLS (Boost.Beast and OpenSSL
+// stay in the .cpp). HTTPS verifies the server's certificate against
+// --cacert (else the system store) and its name against the URL's host; a
+// client certificate (--cert/--key) answers a server that requires mTLS. Every step (resolve, connect, write,
 // read) runs under one deadline (name resolution under the system's own); a failure is a value that
 // names the URL and says what to do. `Authorization: Bearer <token>` is sent when a token is set;
 // the token is never printed. Thread safety: one transport per thread.
@@ -18,14 +21,14 @@
 namespace kcache::cli {
 
 struct Endpoint {
-  std::string scheme;     // "http" ("https" is refused until TLS lands)
+  std::string scheme;     // "http" or "https"
   std::string host;       // without brackets for IPv6
   std::string port;       // "8420"
   std::string base_path;  // "" or "/prefix" (no trailing slash)
   std::string url;        // as given, for messages
 };
 
-// "http://host[:port][/base]"; a bare "host:port" means http.
+// "http[s]://host[:port][/base]"; a bare "host:port" means http.
 // Errc::invalid_argument for anything else.
 Result<Endpoint> parse_url(const std::string& url);
 
@@ -45,9 +48,17 @@ struct HttpReply {
   std::string header(const std::string& lower_name) const;
 };
 
+// PEM files, as the client library takes them (KCACHE_CA_FILE,
+// KCACHE_CLIENT_CERT, KCACHE_CLIENT_KEY); empty: not used.
+struct TlsFiles {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 class HttpTransport {
  public:
-  HttpTransport(Endpoint endpoint, std::string token);
+  HttpTransport(Endpoint endpoint, std::string token, TlsFiles tls = {});
 
   // Errc::unavailable (cannot resolve/connect/exchange), Errc::timeout.
   Result<HttpReply> send(const HttpRequest& req) const;
@@ -57,6 +68,7 @@ class HttpTransport {
  private:
   Endpoint endpoint_;
   std::string token_;
+  TlsFiles tls_;
 };
 
 }  // namespace kcache::cli

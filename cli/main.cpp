@@ -13,10 +13,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.fallthrough();  // global options may also follow the command
   app.footer("Exit codes: 0 ok, 1 error, 2 usage, 3 not found.");
-  app.add_option("--server", ctx.server, "kcache-server URL (default http://127.0.0.1:8420)")
+  app.add_option("--server", ctx.server, "kcache-server URL, http:// or https:// (default http://127.0.0.1:8420)")
       ->envname("KCACHE_URL");
   app.add_option("--token", ctx.token, "bearer token sent as Authorization (never printed)")
       ->envname("KCACHE_TOKEN");
+  app.add_option("--cacert", ctx.ca_file, "PEM CA bundle that signs the server's certificate "
+                 "(https; default: the system store)")->envname("KCACHE_CA_FILE");
+  app.add_option("--cert", ctx.cert_file, "PEM client certificate, for a server that requires mTLS")
+      ->envname("KCACHE_CLIENT_CERT");
+  app.add_option("--key", ctx.key_file, "PEM private key of --cert")->envname("KCACHE_CLIENT_KEY");
   app.add_flag("--json", ctx.json, "print JSON for scripts instead of a table");
   auto* timeout = app.add_option("--timeout", ctx.timeout_s,
                                  "seconds to wait for each answer (default 30; verify: "

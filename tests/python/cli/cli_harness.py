@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import signal
+import ssl
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -81,7 +82,9 @@ def make_artifact(label: str = "GPT2Block/cpu:avx512/f32/default/train", compile
 class Server:
     """One kcache-server on a random loopback port with disk storage under `data`."""
 
-    def __init__(self, tmp: pathlib.Path, storage: str | None = None, args: list[str] | None = None):
+    def __init__(self, tmp: pathlib.Path, storage: str | None = None, args: list[str] | None = None,
+                 tls: "ssl.SSLContext | None" = None):
+        self.tls = tls  # a client context when the server speaks HTTPS
         self.data = tmp / "data"
         self.log_path = tmp / "server.log"
         cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage or f"disk:{self.data}",
@@ -99,13 +102,14 @@ class Server:
             raise RuntimeError(f"kcache-server did not start: {line!r}\n{self.log_path.read_text()}")
         self.host, port = line.split()[-1].rsplit(":", 1)
         self.port = int(port)
-        self.url = f"http://{self.host}:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://{self.host}:{self.port}"
         # The server prints its line before it installs its SIGTERM handler;
         # an answer means the handler is in place, so stop() drains cleanly.
         assert self.request("GET", "/healthz")[0] == 200
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        conn = (http.client.HTTPSConnection(self.host, self.port, timeout=10, context=self.tls) if self.tls
+                else http.client.HTTPConnection(self.host, self.port, timeout=10))
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()

@@ -12,9 +12,10 @@ import socket
 import time
 
 import pytest
+from pki import pki  # noqa: F401 - the module's certificates, as a fixture
 from server_harness import read_until_quiet
 from test_auth import run_server
-from test_tls import pki, tls_args  # noqa: F401 - the module's certificates, as a fixture
+from test_tls import tls_args
 
 redis = pytest.importorskip("redis")
 TOKENS = {"read": "r" * 24, "write": "w" * 24}
