@@ -77,8 +77,8 @@ def prewarm(model: torch.nn.Module, out_dir: str | pathlib.Path, *, command: str
 
 
 def seeded_model(kind: str, layers: int, hidden: int, heads: int, seed: int) -> torch.nn.Module:
-    """prewarm.build_model's configuration (vocabulary 256), weights from `seed`, eval mode."""
-    from .prewarm import build_model
+    """model_zoo.build_model's configuration (vocabulary 256), weights from `seed`, eval mode."""
+    from .model_zoo import build_model
 
     torch.manual_seed(seed)
     return build_model(kind, layers, hidden, heads).eval()

@@ -36,6 +36,16 @@ def test_build_model_is_small_and_configurable():
         build_model("bert", 1, 32, 2)
 
 
+def test_no_import_cycle_between_the_prewarm_modules():
+    # aoti_prewarm builds the same models without importing prewarm (and
+    # prewarm imports aoti_prewarm only for --aoti).
+    code = ("import sys, kcache.aoti_prewarm; assert 'kcache.prewarm' not in sys.modules, "
+            "'aoti_prewarm imported prewarm'; import kcache.model_zoo as z; "
+            "assert kcache.aoti_prewarm.seeded_model.__module__ == 'kcache.aoti_prewarm'")
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=python_env())
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 def test_refuses_a_nonzero_cuda_index():
     out = subprocess.run([PYTHON, "-m", "kcache.prewarm", "--device", "cuda:1", *SIZE],
                          capture_output=True, text=True, env=python_env(), timeout=300)
