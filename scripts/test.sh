@@ -18,9 +18,12 @@ stage() {
   "$@"
   timings+=("$(printf '%-12s %5ds' "$name" $((SECONDS - t0)))")
 }
+junit=("$root/build/junit-ctest.xml" "$root/build/junit-asan.xml" "$root/build/junit-pytest.xml")
 report() {
   echo "=== stage times"
   printf '%s\n' "${timings[@]}"
+  # Passed, failed, skipped (each skip with its reason), however the run ended.
+  python3 "$root/scripts/test_summary.py" "${junit[@]}" || true
 }
 trap report EXIT
 
@@ -43,12 +46,16 @@ print('packaging: kcache', kcache.__version__, 'imports without torch')")
 
 stage setup scripts/setup.sh
 stage build scripts/build.sh
-stage ctest ctest --test-dir build/dev --output-on-failure -j2
+rm -f "${junit[@]}"
+stage ctest ctest --test-dir build/dev --output-on-failure -j2 --output-junit "$root/build/junit-ctest.xml"
 stage doc-examples tests/shell/curl_test.sh build/dev/server/kcache-server  # docs/protocol.md's examples
 if [[ ${QUICK:-0} != 1 ]]; then
   stage asan-build env SANITIZE=1 BUILD_DIR=build/asan scripts/build.sh
-  stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2
+  stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2 --output-junit "$root/build/junit-asan.xml"
   stage fuzz fuzz/run.sh "${FUZZ_SECONDS:-60}"
   stage packaging packaging_check
 fi
-stage pytest env KCACHE_BUILD_DIR="$root/build/dev" .venv/bin/python -m pytest -q -ra tests/python
+stage pytest env KCACHE_BUILD_DIR="$root/build/dev" .venv/bin/python -m pytest -q -ra tests/python \
+  --junitxml="$root/build/junit-pytest.xml"
+# A skip docs/STATUS.md does not name fails the run (scripts/test_summary.py).
+stage skips python3 scripts/test_summary.py --gate --quiet "${junit[@]}"
