@@ -60,8 +60,9 @@ def write(here: Path) -> None:
         f"`.venv/bin/python {data['command']}`; {data['machine']['cpus']} CPUs, "
         f"training, hidden {data['hidden']}, {data['steps']} AdamW steps). Each cell is a fresh "
         "process; compile overhead = time to first step minus eager's, both from process start. "
-        "Where a row lists several runs, each a fresh process with fresh directories where the "
-        "setup calls for them, the table shows their median (eager's too).",
+        "Where a row lists several runs (interleaved rounds: eager, warm local dir, kcache traced, "
+        "kcache precompiled; each a fresh process with fresh directories where the setup calls "
+        "for them), the table shows their median (eager's too).",
         "",
     ]
     for row in data["rows"]:

@@ -18,6 +18,10 @@ reusing one. In one run, per model configuration:
 
 Compile overhead = time to first step - eager's time to first step, both
 from process start (imports, model build, compile or load, first step).
+Eager, the warm local dir and kcache's two warm setups run REPEATS times in
+interleaved rounds (each kcache run with fresh node and Inductor dirs) and
+report their medians; every other cell runs once. Each configuration gets
+its own redis-server and kcache-server.
 
     .venv/bin/python bench/warmstart/run.py              # writes results.json, REPORT.md, plot.png
     .venv/bin/python bench/warmstart/run.py --quick      # GPT-2, 12 blocks only
@@ -78,11 +82,11 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
     return cell
 
 
-def median_cell(n: int, make) -> dict:
-    """The median (by time to first step) of n fresh processes, make(i)
-    running the i-th; every run's time is kept in runs_s."""
-    cells = sorted((make(i) for i in range(n)), key=lambda c: c["to_first_step_s"])
-    cell = dict(cells[len(cells) // 2])
+def median_of(cells: list[dict]) -> dict:
+    """The median (by time to first step) of fresh-process runs of one
+    setup; every run's time is kept in runs_s."""
+    ordered = sorted(cells, key=lambda c: c["to_first_step_s"])
+    cell = dict(ordered[len(ordered) // 2])
     cell["runs_s"] = [c["to_first_step_s"] for c in cells]
     return cell
 
@@ -93,12 +97,9 @@ def configuration(work: Path, model: str, layers: int, redis_port: int, url: str
     w = work / name
     w.mkdir()
     c = {}
-    c["eager"] = median_cell(REPEATS, lambda i: run_cell(w, model, layers, "eager", "eager",
-                                                         "ind-eager"))
+    # The cold cells, and the one-off warm ones, once each.
     c["cold_regional"] = run_cell(w, model, layers, "cold regional", "accelerate", "ind-local",
                                   JOB_ARGS=f"--mega-cache-save {w / 'mega.bin'}")
-    c["pytorch_warm_dir"] = median_cell(REPEATS, lambda i: run_cell(
-        w, model, layers, "pytorch warm Inductor dir", "accelerate", "ind-local"))
     c["pytorch_mega_cache"] = run_cell(w, model, layers, "pytorch mega-cache", "accelerate",
                                        "ind-mega", JOB_ARGS=f"--mega-cache-load {w / 'mega.bin'}")
     remote = dict(TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
@@ -106,14 +107,28 @@ def configuration(work: Path, model: str, layers: int, redis_port: int, url: str
     run_cell(w, model, layers, "(pytorch remote, filling)", "accelerate", "ind-remote-cold", **remote)
     c["pytorch_remote"] = run_cell(w, model, layers, "pytorch remote caches", "accelerate",
                                    "ind-remote-warm", **remote)
-    for path, flag in (("traced", "0"), ("precompiled", "1")):
-        kc = dict(KCACHE_URL=url, KCACHE_PRECOMPILED=flag)
+    flags = {"traced": "0", "precompiled": "1"}
+    for path, flag in flags.items():
         c[f"kcache_{path}_cold"] = run_cell(w, model, layers, f"kcache {path} cold", "kcache",
-                                            f"ind-kc-{path}-cold",
-                                            KCACHE_LOCAL_DIR=str(w / f"node-{path}-cold"), **kc)
-        c[f"kcache_{path}"] = median_cell(REPEATS, lambda i: run_cell(
-            w, model, layers, f"kcache {path} warm", "kcache", f"ind-kc-{path}-warm-{i}",
-            KCACHE_LOCAL_DIR=str(w / f"node-{path}-warm-{i}"), **kc))
+                                            f"ind-kc-{path}-cold", KCACHE_URL=url,
+                                            KCACHE_PRECOMPILED=flag,
+                                            KCACHE_LOCAL_DIR=str(w / f"node-{path}-cold"))
+    # The cells the targets compare, in interleaved rounds: this VM's speed
+    # drifts (page-cache reclaim makes imports slower for minutes at a
+    # time), and a round-robin gives every setup the same share of it.
+    rounds: dict[str, list[dict]] = {k: [] for k in ("eager", "pytorch_warm_dir", "kcache_traced",
+                                                      "kcache_precompiled")}
+    for i in range(REPEATS):
+        rounds["eager"].append(run_cell(w, model, layers, "eager", "eager", "ind-eager"))
+        rounds["pytorch_warm_dir"].append(run_cell(w, model, layers, "pytorch warm Inductor dir",
+                                                   "accelerate", "ind-local"))
+        for path, flag in flags.items():
+            rounds[f"kcache_{path}"].append(run_cell(
+                w, model, layers, f"kcache {path} warm", "kcache", f"ind-kc-{path}-warm-{i}",
+                KCACHE_URL=url, KCACHE_PRECOMPILED=flag,
+                KCACHE_LOCAL_DIR=str(w / f"node-{path}-warm-{i}")))
+    for k, runs in rounds.items():
+        c[k] = median_of(runs)
     eager = c["eager"]["to_first_step_s"]
     for cell in c.values():
         cell["overhead_s"] = round(cell["to_first_step_s"] - eager, 3)

@@ -161,7 +161,9 @@ def test_server_not_running_compiles_locally_at_once(client_for):
     data, source = c.get_or_compile(key, lambda: make_bundle(key))
     took = time.monotonic() - t0
     print(f"server not running: local after {took:.3f} s")
-    assert source == "local" and took < 1.5
+    # At once: a refused connection, not the 300 s wait budget (a bound far
+    # from it, safe on a loaded machine).
+    assert source == "local" and took < 30
     assert c.stats()["breaker"] == "open"
     # The node tier still caches it.
     assert c.get_or_compile(key, lambda: 1 / 0)[1] == "node"
@@ -214,7 +216,7 @@ def test_lease_holder_killed_another_compiles_after_the_ttl(server, client_for, 
     took = time.monotonic() - t0
     print(f"lease holder killed: compiled here after {took:.3f} s (lease TTL 1.5 s)")
     assert source == "compiled"
-    assert took < 1.5 + 2.0
+    assert took < 30  # after the 1.5 s TTL, not the 300 s wait budget
     assert c.stats()["lease_waits"] == 1
     # And it was uploaded: another node gets it from the server.
     assert client_for(server.url, "other").get(key) == data
@@ -241,15 +243,16 @@ def test_callback_exception_propagates_and_releases_the_lease(server, client_for
     th = threading.Thread(target=run_a)
     th.start()
     assert started.wait(10)
-    t0 = time.monotonic()
-    # b waits on a's lease; a's failure releases it, so b compiles well
-    # before the 1.5 s TTL would have run out.
+    released = server.metrics().get("kcache_leases_released_total", 0)
+    expired = server.metrics().get("kcache_leases_expired_total", 0)
+    # b waits on a's lease; a's failure releases it (the server counts a
+    # release, not an expiry of the 1.5 s TTL), and b compiles.
     data, source = b.get_or_compile(key, lambda: make_bundle(key))
-    took = time.monotonic() - t0
     th.join()
     assert outcome["a"] == "compiler exploded"
     assert source == "compiled"
-    assert took < 1.2
+    assert server.metrics().get("kcache_leases_released_total", 0) > released
+    assert server.metrics().get("kcache_leases_expired_total", 0) == expired
     assert a.stats()["compile_failures"] == 1
 
 
