@@ -145,6 +145,9 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       co_await flush(out);
       if (!keep || sh_.s.draining.load()) co_return;
       if (reauth) continue;  // parse what followed it with the limits it earned
+      // A command completed: what is left started arriving with this read
+      // (a pipelining client is never timed by its previous commands).
+      if (!cmds.empty()) command_started_.reset();
       arm_deadline(parser);
       boost::system::error_code ec;
       const std::size_t n = co_await stream_.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));

@@ -156,6 +156,24 @@ def test_one_byte_at_a_time_does_not_extend_the_deadline(hostile):
     still_serving(srv)
 
 
+def test_a_steady_pipeline_is_never_cut_off(hostile):
+    # Positive control for the deadline above: a client whose reads always
+    # end mid-command, but complete one command each time, keeps going past
+    # --read-timeout-ms (3 s): each command gets its own deadline.
+    srv = hostile()
+    with resp_socket(srv) as s:
+        s.sendall(b"AUTH " + TOKENS["read"].encode() + b"\r\n")
+        assert s.recv(100) == b"+OK\r\n"
+        s.sendall(b"*1\r\n$4\r\nPI")
+        for _ in range(12):  # 6 s
+            time.sleep(0.5)
+            s.sendall(b"NG\r\n*1\r\n$4\r\nPI")
+            assert s.recv(100) == b"+PONG\r\n"
+        s.sendall(b"NG\r\n")
+        assert s.recv(100) == b"+PONG\r\n"
+    still_serving(srv)
+
+
 def test_idle_connections_time_out_and_busy_ones_stay(hostile):
     srv = hostile("--resp-idle-timeout-ms", "1000")
     silent = resp_socket(srv)

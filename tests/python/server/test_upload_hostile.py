@@ -89,3 +89,30 @@ def test_upload_bytes_in_flight_are_bounded_server_wide(start_server):
     time.sleep(0.3)
     assert not closed_by_server(again, 0.5)  # accepted, waiting for its body
     again.close()
+
+
+def test_many_leases_keep_the_server_answering_and_all_expire(start_server):
+    # A writer that takes leases and never uploads: each costs a table entry
+    # until its TTL; the server keeps answering and drops them all.
+    import http.client
+
+    srv = start_server(args=["--lease-ttl-ms", "1500"])
+    before = vm_kib(srv, "VmRSS")
+    conn = http.client.HTTPConnection(srv.host, srv.port, timeout=10)
+    for i in range(3000):
+        conn.request("POST", f"/v1/leases/{new_key()}")
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 201
+        if i % 1000 == 0:
+            assert srv.get("/healthz").status == 200
+    conn.close()
+    assert (vm_kib(srv, "VmRSS") - before) * 1024 < 64 * MIB
+    deadline = time.monotonic() + 60
+    while srv.get("/v1/stats").json()["leases"]["expired"] < 3000:
+        assert time.monotonic() < deadline, srv.get("/v1/stats").json()["leases"]
+        time.sleep(0.5)
+    assert srv.get("/v1/stats").json()["leases"]["active"] == 0
+    key = new_key()
+    bundle = make_bundle(key)
+    assert srv.put_artifact(key, bundle).status == 201 and srv.get(f"/v1/artifacts/{key}").body == bundle
