@@ -28,8 +28,9 @@ ALLOWED = [
 
 
 def _reason(case: ET.Element, skipped: ET.Element | None) -> str:
-    if skipped is not None and (skipped.get("message") or (skipped.text or "").strip()):
-        return (skipped.get("message") or skipped.text or "").strip().splitlines()[0]
+    message = "" if skipped is None else (skipped.get("message") or skipped.text or "").strip()
+    if message and message != "SKIP_REGULAR_EXPRESSION_MATCHED":  # ctest's own word for a GTEST_SKIP
+        return message.splitlines()[0]
     out = case.findtext("system-out") or ""
     m = re.search(r"Skipped\s*\n(.+)", out) or re.search(r"SKIPPED \](.*)", out)
     return m.group(1).strip() if m else "(no reason given)"
@@ -41,7 +42,8 @@ def read(paths: list[str]) -> tuple[int, list[str], list[tuple[str, str]]]:
         if not os.path.exists(path):
             continue
         for case in ET.parse(path).getroot().iter("testcase"):
-            name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+            cls, test = case.get("classname", ""), case.get("name", "")
+            name = test if cls in ("", test) else f"{cls}::{test}"
             skip = case.find("skipped")
             if case.find("failure") is not None or case.find("error") is not None \
                     or case.get("status") == "fail":

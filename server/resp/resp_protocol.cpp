@@ -12,7 +12,10 @@ constexpr std::size_t npos = std::string::npos;
 // Reads "<non-negative integer>\r\n" at in[pos] into v; advances pos.
 Parse read_length(std::string_view in, std::size_t& pos, std::size_t& v) {
   const auto eol = in.find("\r\n", pos);
+  // A length line is at most 32 bytes whether or not its CRLF has arrived
+  // yet (the same verdict for any split of the stream; found by the fuzzer).
   if (eol == npos) return in.size() - pos > 32 ? Parse::error : Parse::incomplete;
+  if (eol - pos > 32) return Parse::error;
   const char* first = in.data() + pos;
   const char* last = in.data() + eol;
   auto [p, ec] = std::from_chars(first, last, v);
