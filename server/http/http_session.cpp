@@ -1,5 +1,7 @@
 #include "server/http/http_session.hpp"
 
+#include "server/http/upload_body.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,63 +33,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 using Body = http::vector_body<std::uint8_t>;
 using VectorResponse = http::response<Body>;
-
-// A request body read into a vector that grows with the bytes that arrive:
-// Beast's vector_body reserves the declared Content-Length up front, so a
-// client declaring 2 GiB and sending 1 KiB made the server map 2 GiB.
-struct UploadBody {
-  using value_type = std::vector<std::uint8_t>;
-  static std::uint64_t size(const value_type& v) { return v.size(); }
-  class reader {
-   public:
-    template <bool isRequest, class Fields>
-    reader(http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
-    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
-      if (length) body_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(*length, 1u << 20)));
-      ec = {};
-    }
-    template <class ConstBufferSequence>
-    std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
-      const std::size_t n = asio::buffer_size(buffers);
-      const std::size_t at = body_.size();
-      body_.resize(at + n);
-      ec = {};
-      return asio::buffer_copy(asio::buffer(body_.data() + at, n), buffers);
-    }
-    void finish(beast::error_code& ec) { ec = {}; }
-
-   private:
-    value_type& body_;
-  };
-};
-
-// Bytes of --max-upload-bytes-in-flight this request holds, returned when
-// its body is gone.
-class UploadGrant {
- public:
-  UploadGrant() = default;
-  UploadGrant(const UploadGrant&) = delete;
-  UploadGrant& operator=(const UploadGrant&) = delete;
-  ~UploadGrant() { release(); }
-  // Takes n bytes of the budget; false (nothing taken) when they do not fit.
-  bool take(std::atomic<std::uint64_t>& held, std::uint64_t budget, std::uint64_t n) {
-    std::uint64_t cur = held.load();
-    do {
-      if (cur + n > budget) return false;
-    } while (!held.compare_exchange_weak(cur, cur + n));
-    held_ = &held;
-    n_ = n;
-    return true;
-  }
-  void release() {
-    if (held_) held_->fetch_sub(n_);
-    held_ = nullptr;
-  }
-
- private:
-  std::atomic<std::uint64_t>* held_ = nullptr;
-  std::uint64_t n_ = 0;
-};
 
 // A response body shared, not owned: the bytes stay alive through the
 // shared_ptr while the write runs, and are never copied (a Beast Body).
