@@ -1,5 +1,8 @@
 #include "cli/api.hpp"
 
+#include <fstream>
+#include <utility>
+
 namespace kcache::cli {
 
 using nlohmann::json;
@@ -31,6 +34,15 @@ std::string url_encode(const std::string& value) {
 Result<Api> Api::connect(const Context& ctx) {
   auto ep = parse_url(ctx.server);
   if (!ep) return ep.error();
+  // A TLS file that cannot be read is the caller's mistake, said before any
+  // connection is tried (else it would read as an unreachable server).
+  for (const auto& [option, path] : {std::pair{"--cacert", &ctx.ca_file},
+                                     std::pair{"--cert", &ctx.cert_file},
+                                     std::pair{"--key", &ctx.key_file}}) {
+    if (!path->empty() && !std::ifstream(*path)) {
+      return usage_error(std::string(option) + " " + *path + ": cannot read this file");
+    }
+  }
   return Api(HttpTransport(std::move(*ep), ctx.token, {ctx.ca_file, ctx.cert_file, ctx.key_file}), ctx);
 }
 

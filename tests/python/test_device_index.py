@@ -7,9 +7,13 @@ would and is counted as bypassed.
 
 The inputs are FakeTensors that report cuda:N (no CUDA needed); Inductor's
 compile itself is replaced by a recorder, since there is no Triton here:
-what is under test is kcache's decision, made before Inductor runs."""
+what is under test is kcache's decision, made before Inductor runs. The
+recorder stands in for Inductor's cache too: it records a placeholder entry,
+so the cuda:0 region has a bundle to store (an empty capture is not stored)."""
 
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -39,12 +43,24 @@ def faked_gpu(monkeypatch):
     monkeypatch.delenv("KCACHE_TARGET", raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     compiled = []
+    capturing: list[adaptor.Capture] = []
 
     def recording_compile(gm, example_inputs, patches):
         compiled.append(str(example_inputs[0].device))
+        for cap in capturing:
+            cap.mega_cache = b"placeholder: what Inductor's caches would have recorded"
         return gm.forward
 
+    @contextlib.contextmanager
+    def recording_capture():
+        capturing.append(adaptor.Capture())
+        try:
+            yield capturing[-1]
+        finally:
+            capturing.pop()
+
     monkeypatch.setattr(adaptor, "compile_with_inductor", recording_compile)
+    monkeypatch.setattr(adaptor, "capture_region", recording_capture)
     counters.reset()
     return compiled
 

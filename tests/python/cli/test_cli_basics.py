@@ -32,7 +32,8 @@ def test_version():
 @pytest.mark.parametrize("args", [[], ["frobnicate"], ["ls", "--sort", "colour"], ["ls", "--limit", "0"],
                                   ["inspect"], ["evict", "--dry-run"], ["evict", "--max-bytes", "lots"],
                                   ["evict", "--older-than", "soon"], ["explain"], ["inspect", "xyz"],
-                                  ["--server", "ftp://example", "stats"], ["--server", "https://h:1", "stats"]])
+                                  ["--server", "ftp://example", "stats"], ["--server", "https://h:1", "--cacert", "/nonexistent/ca.pem", "stats"],
+                                  ["--server", "https://h:1", "--cert", "/nonexistent/c.pem", "--key", "/nonexistent/k.pem", "stats"]])
 def test_usage_errors_exit_2(args, server):
     r = run_cli(*args, server=server)
     assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)

@@ -178,13 +178,20 @@ def test_idle_connections_time_out_and_busy_ones_stay(hostile):
     srv = hostile("--resp-idle-timeout-ms", "1000")
     silent = resp_socket(srv)
     busy = redis.Redis(port=srv.resp_port, password=TOKENS["read"], socket_timeout=10)
-    busy.ping()
     conn = busy.connection_pool.get_connection()
-    assert closed_by_server(silent, 10), "an idle RESP connection was never closed"
-    for _ in range(6):  # pinged every 0.3 s: never idle for 1 s
+    # The busy connection pings every 0.2 s, so it is never idle for 1 s, while
+    # the silent one (opened first) waits to be closed; then 6 pings more.
+    pings, silent_closed = 0, False
+    while pings < 200 and not silent_closed:
         conn.send_command("PING")
         assert conn.read_response() in (b"PONG", "PONG", True)
-        time.sleep(0.3)
+        pings += 1
+        silent_closed = closed_by_server(silent, 0.2)
+    assert silent_closed, "an idle RESP connection was never closed"
+    for _ in range(6):
+        conn.send_command("PING")
+        assert conn.read_response() in (b"PONG", "PONG", True)
+        time.sleep(0.2)
     silent.close()
     assert "timed out" in srv.read_log()
 
