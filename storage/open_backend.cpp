@@ -24,8 +24,17 @@ Result<std::unique_ptr<Backend>> open_backend(const std::string& uri, std::uint6
     opts->fault_hook = fault_hook_from_env();
     return open_redis_backend(*opts);
   }
+  if (uri.rfind("redis-cluster://", 0) == 0) {
+    auto opts = parse_redis_cluster_url(uri);
+    if (!opts) return opts.error();
+    opts->node.capacity_bytes = capacity_bytes;
+    opts->node.fault_hook = fault_hook_from_env();
+    return open_redis_cluster_backend(*opts);
+  }
   return make_error(Errc::invalid_argument,
-                    "unknown storage URI (want memory:, disk:PATH or redis://host:port/db): " + uri);
+                    "unknown storage URI (want memory:, disk:PATH, redis://host:port/db or "
+                    "redis-cluster://host:port,host:port/): " +
+                        uri);
 }
 
 }  // namespace kcache::storage

@@ -8,6 +8,8 @@
 #include "common/sha256.hpp"
 #include "storage/disk_files.hpp"
 #include "storage/entry_query.hpp"
+#include "storage/redis_cluster.hpp"
+#include "storage/redis_link.hpp"
 #include "storage/redis_pool.hpp"
 #include "storage/redis_scripts.hpp"
 
@@ -16,7 +18,6 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 using redis::Args;
-using redis::RedisConn;
 using redis::Reply;
 
 constexpr std::string_view k_lru = "kcache:{index}:lru";
@@ -56,7 +57,8 @@ Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first
 
 class RedisBackend final : public Backend {
  public:
-  explicit RedisBackend(RedisOptions opts) : opts_(std::move(opts)), pool_(opts_) {}
+  RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name)
+      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)) {}
 
   Result<Bytes> get(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
@@ -66,14 +68,12 @@ class RedisBackend final : public Backend {
   Result<Entry> head(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
     std::string mk = meta_key(key);
-    return pool_.run([&](RedisConn& c) -> Result<Entry> {
-      Args args = {"HMGET", mk};
-      for (const char* f : redis::k_meta_fields) args.push_back(f);
-      auto r = c.command(args);
-      if (!r) return r.error();
-      if ((*r)->element[0]->type == REDIS_REPLY_NIL) return make_error(Errc::not_found, "no such object");
-      return parse_entry(key, r->get(), 0);
-    });
+    Args args = {"HMGET", mk};
+    for (const char* f : redis::k_meta_fields) args.push_back(f);
+    auto r = link_->command(args);
+    if (!r) return r.error();
+    if ((*r)->element[0]->type == REDIS_REPLY_NIL) return make_error(Errc::not_found, "no such object");
+    return parse_entry(key, r->get(), 0);
   }
 
   Result<PutOutcome> put(const std::string& key, const Bytes& bytes, const EntryMeta& meta) override {
@@ -82,7 +82,7 @@ class RedisBackend final : public Backend {
       return make_error(Errc::full, "object larger than the redis capacity");
     }
     std::string mk = meta_key(key);
-    auto present = pool_.run([&](RedisConn& c) { return c.command({"EXISTS", mk}); });
+    auto present = link_->command({"EXISTS", mk});
     if (!present) return present.error();
     if (num(present->get()) == 1) return PutOutcome::already_present;
     if (opts_.capacity_bytes != 0) {
@@ -101,16 +101,14 @@ class RedisBackend final : public Backend {
                  "size", size, "sha256", sha, "chunks", n, "created_ms", now, "last_access_ms", now,
                  "hits", "0", "label", meta.label, "target", meta.target, "mode", meta.mode,
                  "dtype", meta.dtype, "toolchain", meta.toolchain, "compile_ms", cms};
-    auto r = pool_.run([&](RedisConn& c) { return c.command(args); });
+    auto r = link_->command(args);
     if (!r) return r.error();
     std::int64_t outcome = num(r->get());
     if (outcome == 0) return PutOutcome::already_present;
     if (outcome < 0) return make_error(Errc::timeout, "redis: temp chunks expired before publish");
-    // Not atomic with the publish (a Cluster would put the index on another
+    // Not atomic with the publish (in a Cluster the index is in another
     // slot); an entry missed here is re-indexed by verify().
-    auto idx = pool_.run([&](RedisConn& c) {
-      return c.command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, key, now, size});
-    });
+    auto idx = link_->command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, key, now, size});
     if (!idx) return idx.error();
     return PutOutcome::stored;
   }
@@ -130,12 +128,10 @@ class RedisBackend final : public Backend {
   }
 
   Result<Usage> usage() override {
-    return pool_.run([&](RedisConn& c) -> Result<Usage> {
-      auto r = c.command({"HMGET", k_usage, "entries", "bytes"});
-      if (!r) return r.error();
-      return Usage{static_cast<std::uint64_t>(num((*r)->element[0])),
-                   static_cast<std::uint64_t>(num((*r)->element[1])), opts_.capacity_bytes};
-    });
+    auto r = link_->command({"HMGET", k_usage, "entries", "bytes"});
+    if (!r) return r.error();
+    return Usage{static_cast<std::uint64_t>(num((*r)->element[0])), static_cast<std::uint64_t>(num((*r)->element[1])),
+                 opts_.capacity_bytes};
   }
 
   Result<EvictReport> evict(const EvictPolicy& policy) override {
@@ -176,12 +172,12 @@ class RedisBackend final : public Backend {
   }
 
   Status ping() override {
-    auto r = pool_.run([](RedisConn& c) { return c.command({"PING"}); });
+    auto r = link_->command({"PING"});
     if (!r) return r.error();
     return Ok{};
   }
 
-  std::string name() const override { return "redis"; }
+  std::string name() const override { return name_; }
 
  private:
   Status write_temps(const std::string& prefix, const Bytes& bytes, std::size_t chunks) {
@@ -196,7 +192,7 @@ class RedisBackend final : public Backend {
       cmds.push_back({"SET", names[i], part, "PX", ttl});
     }
     if (cmds.empty()) return Ok{};
-    auto r = pool_.run([&](RedisConn& c) { return c.pipeline(cmds); });
+    auto r = link_->pipeline(cmds);
     if (!r) return r.error();  // what was written expires with the TTL
     return Ok{};
   }
@@ -230,14 +226,12 @@ class RedisBackend final : public Backend {
     std::string prefix = "kcache:{" + key + "}:chunk:", c0 = prefix + "0";
     Args hmget = {"HMGET", mk};
     for (const char* f : redis::k_meta_fields) hmget.push_back(f);
-    auto r = pool_.run([&](RedisConn& c) -> Result<std::vector<Reply>> {
-      std::vector<Args> cmds = {{"MULTI"}, hmget, {"GET", c0}, {"EXEC"}};
-      if (touch) {
-        cmds.push_back({"EVAL", redis::k_touch_script, "1", mk, now});
-        cmds.push_back({"ZADD", k_lru, "XX", now, key});
-      }
-      return c.pipeline(cmds);
-    });
+    std::vector<Args> cmds = {{"MULTI"}, hmget, {"GET", c0}, {"EXEC"}};
+    if (touch) {
+      cmds.push_back({"EVAL", redis::k_touch_script, "1", mk, now});
+      cmds.push_back({"ZADD", k_lru, "XX", now, key});  // the index's slot: another node in a Cluster
+    }
+    auto r = link_->pipeline(cmds);
     if (!r) return r.error();
     const redisReply* tx = (*r)[3].get();
     if (tx->type != REDIS_REPLY_ARRAY || tx->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
@@ -259,9 +253,7 @@ class RedisBackend final : public Backend {
       for (std::int64_t i = 1; i < chunks; ++i) names.push_back(prefix + std::to_string(i));
       Args mget = {"MGET"};
       for (const auto& n : names) mget.push_back(n);
-      rest = pool_.run([&](RedisConn& c) {
-        return c.pipeline({{"MULTI"}, {"HMGET", mk, "sha256", "created_ms"}, mget, {"EXEC"}});
-      });
+      rest = link_->pipeline({{"MULTI"}, {"HMGET", mk, "sha256", "created_ms"}, mget, {"EXEC"}});
       if (!rest) return rest.error();
       const redisReply* tx2 = (*rest)[3].get();
       if (tx2->type != REDIS_REPLY_ARRAY || tx2->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
@@ -286,72 +278,61 @@ class RedisBackend final : public Backend {
   // from the index. Returns its size, or -1 if there was none.
   Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha) {
     std::string mk = meta_key(key);
-    return pool_.run([&](RedisConn& c) -> Result<std::int64_t> {
-      auto r = c.pipeline({{"EVAL", redis::k_delete_script, "1", mk, sha},
-                           {"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, key}});
-      if (!r) return r.error();
-      return num((*r)[0].get());
-    });
+    auto r = link_->pipeline({{"EVAL", redis::k_delete_script, "1", mk, sha},
+                              {"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, key}});
+    if (!r) return r.error();
+    return num((*r)[0].get());
   }
 
   // Every indexed entry's metadata; index members without meta are dropped.
   Result<std::vector<Entry>> all_entries() {
-    return pool_.run([&](RedisConn& c) -> Result<std::vector<Entry>> {
-      auto members = c.command({"ZRANGE", k_lru, "0", "-1"});
-      if (!members) return members.error();
-      std::vector<std::string> keys;
-      for (std::size_t i = 0; i < (*members)->elements; ++i) keys.push_back(str((*members)->element[i]));
-      std::vector<Entry> out;
-      constexpr std::size_t k_batch = 512;
-      for (std::size_t start = 0; start < keys.size(); start += k_batch) {
-        std::vector<std::string> mks;
-        std::vector<Args> cmds;
-        std::size_t end = std::min(keys.size(), start + k_batch);
-        for (std::size_t i = start; i < end; ++i) mks.push_back(meta_key(keys[i]));
-        for (const auto& mk : mks) {
-          Args a = {"HMGET", mk};
-          for (const char* f : redis::k_meta_fields) a.push_back(f);
-          cmds.push_back(std::move(a));
-        }
-        auto r = c.pipeline(cmds);
-        if (!r) return r.error();
-        for (std::size_t i = start; i < end; ++i) {
-          const redisReply* m = (*r)[i - start].get();
-          if (m->element[0]->type == REDIS_REPLY_NIL) {
-            auto gone = c.command({"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, keys[i]});
-            if (!gone) return gone.error();
-            continue;
-          }
-          out.push_back(parse_entry(keys[i], m, 0));
-        }
+    auto members = link_->command({"ZRANGE", k_lru, "0", "-1"});
+    if (!members) return members.error();
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < (*members)->elements; ++i) keys.push_back(str((*members)->element[i]));
+    std::vector<Entry> out;
+    constexpr std::size_t k_batch = 512;
+    for (std::size_t start = 0; start < keys.size(); start += k_batch) {
+      std::vector<std::string> mks;
+      std::vector<Args> cmds;
+      std::size_t end = std::min(keys.size(), start + k_batch);
+      for (std::size_t i = start; i < end; ++i) mks.push_back(meta_key(keys[i]));
+      for (const auto& mk : mks) {
+        Args a = {"HMGET", mk};
+        for (const char* f : redis::k_meta_fields) a.push_back(f);
+        cmds.push_back(std::move(a));
       }
-      return out;
-    });
+      auto r = link_->pipeline(cmds);  // a Cluster splits it per node
+      if (!r) return r.error();
+      for (std::size_t i = start; i < end; ++i) {
+        const redisReply* m = (*r)[i - start].get();
+        if (m->element[0]->type == REDIS_REPLY_NIL) {
+          auto gone = link_->command({"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, keys[i]});
+          if (!gone) return gone.error();
+          continue;
+        }
+        out.push_back(parse_entry(keys[i], m, 0));
+      }
+    }
+    return out;
   }
 
-  // Adds entries whose publish landed but whose index update did not.
+  // Adds entries whose publish landed but whose index update did not
+  // (SCAN runs on every master of a Cluster).
   Status reindex() {
-    return pool_.run([&](RedisConn& c) -> Status {
-      std::string cursor = "0";
-      do {
-        auto r = c.command({"SCAN", cursor, "MATCH", "kcache:{*}:meta", "COUNT", "1000"});
-        if (!r) return r.error();
-        cursor = str((*r)->element[0]);
-        const redisReply* names = (*r)->element[1];
-        for (std::size_t i = 0; i < names->elements; ++i) {
-          std::string mk = str(names->element[i]);
-          std::string hex = mk.substr(8, 64);  // "kcache:{" is 8 characters
-          auto m = c.command({"HMGET", mk, "size", "last_access_ms"});
-          if (!m) return m.error();
-          std::string size = str((*m)->element[0]), last = str((*m)->element[1]);
-          if (size.empty()) continue;
-          auto add = c.command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, hex,
-                                last.empty() ? "0" : last, size});
-          if (!add) return add.error();
-        }
-      } while (cursor != "0");
-      return Ok{};
-    });
+    auto names = link_->scan("kcache:{*}:meta");
+    if (!names) return names.error();
+    for (const std::string& mk : *names) {
+      std::string hex = mk.substr(8, 64);  // "kcache:{" is 8 characters
+      auto m = link_->command({"HMGET", mk, "size", "last_access_ms"});
+      if (!m) return m.error();
+      std::string size = str((*m)->element[0]), last = str((*m)->element[1]);
+      if (size.empty()) continue;
+      auto add = link_->command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, hex,
+                                 last.empty() ? "0" : last, size});
+      if (!add) return add.error();
+    }
+    return Ok{};
   }
 
   // Deletes least recently used entries until `incoming` more bytes fit.
@@ -361,7 +342,7 @@ class RedisBackend final : public Backend {
       if (!u) return u.error();
       std::uint64_t bytes = u->bytes;
       if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
-      auto oldest = pool_.run([&](RedisConn& c) { return c.command({"ZRANGE", k_lru, "0", "15"}); });
+      auto oldest = link_->command({"ZRANGE", k_lru, "0", "15"});
       if (!oldest) return oldest.error();
       if ((*oldest)->elements == 0) return make_error(Errc::full, "redis capacity reached");
       for (std::size_t i = 0; i < (*oldest)->elements; ++i) {
@@ -374,21 +355,44 @@ class RedisBackend final : public Backend {
   }
 
   const RedisOptions opts_;
-  redis::RedisPool pool_;
+  const std::shared_ptr<redis::RedisLink> link_;
+  const std::string name_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options) {
+namespace {
+
+Status check_options(const RedisOptions& options) {
   if (options.pool_size == 0 || options.chunk_bytes == 0) {
     return make_error(Errc::invalid_argument, "redis pool_size and chunk_bytes must be positive");
   }
   // hiredis 0.14 writes with write(): without this a reset socket raises SIGPIPE.
   struct sigaction old {};
   if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
-  auto backend = std::make_unique<RedisBackend>(options);
+  return Ok{};
+}
+
+Result<std::unique_ptr<Backend>> checked(std::unique_ptr<RedisBackend> backend) {
   if (auto s = backend->ping(); !s) return s.error();
   return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options) {
+  if (auto s = check_options(options); !s) return s.error();
+  return checked(std::make_unique<RedisBackend>(options, redis::make_single_link(options), "redis"));
+}
+
+Result<std::unique_ptr<Backend>> open_redis_cluster_backend(const RedisClusterOptions& options) {
+  if (auto s = check_options(options.node); !s) return s.error();
+  if (options.seeds.empty() || options.max_attempts <= 0) {
+    return make_error(Errc::invalid_argument, "redis cluster: at least one seed node and one attempt");
+  }
+  auto cluster = std::make_shared<redis::RedisCluster>(options);
+  if (auto s = cluster->start(); !s) return s.error();
+  return checked(std::make_unique<RedisBackend>(options.node, std::move(cluster), "redis-cluster"));
 }
 
 }  // namespace kcache::storage

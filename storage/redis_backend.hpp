@@ -1,7 +1,10 @@
-// RedisBackend: artifacts in a shared Redis (single instance or a primary
-// with replicas; Cluster is future work, see docs/operations.md "## Storage").
+// RedisBackend: artifacts in a shared Redis — a single instance (or a primary
+// with replicas), or a Redis Cluster (docs/storage-cluster.md), through the
+// same code: the backend talks to a RedisLink (storage/redis_link.hpp) that
+// is either one pool or the Cluster router (storage/redis_cluster.hpp).
 //
-// Key scheme (one hash tag per entry, so Cluster would keep an entry in one slot):
+// Key scheme (one hash tag per entry, so a Cluster keeps an entry in one
+// slot; the three index keys share the tag {index}, so one slot too):
 //   kcache:{<hex>}:meta                 hash: size sha256 chunks created_ms
 //                                        last_access_ms hits label target mode
 //                                        dtype toolchain compile_ms
@@ -35,6 +38,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.hpp"
 #include "storage/backend.hpp"
@@ -67,5 +72,23 @@ Result<RedisOptions> parse_redis_url(const std::string& url);
 // Connects once to check the server and credentials: Errc::unavailable if
 // Redis cannot be reached (the backend is not created then).
 Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options);
+
+// A Redis Cluster: `node` holds what every node connection uses (credentials,
+// timeouts, pool size per node, and the backend's chunking, TTL and
+// capacity); its host, port and db are ignored (a Cluster has db 0 only).
+struct RedisClusterOptions {
+  RedisOptions node;
+  std::vector<std::pair<std::string, int>> seeds;  // host, port: any nodes of the cluster
+  int max_attempts = 5;  // rounds of redirects / retries per call before failing open
+};
+
+// Parses redis-cluster://[user:pass@]host:port[,host:port...][/][?query],
+// with redis://'s query parameters and password file. Errc::invalid_argument
+// for a malformed URL (a database other than 0 included).
+Result<RedisClusterOptions> parse_redis_cluster_url(const std::string& url);
+
+// Reads the slot map from the seeds: Errc::unavailable if none answers.
+// The backend's name() is "redis-cluster".
+Result<std::unique_ptr<Backend>> open_redis_cluster_backend(const RedisClusterOptions& options);
 
 }  // namespace kcache::storage

@@ -35,7 +35,10 @@ std::optional<Error> reply_error(const redisReply* r) {
   Errc code = Errc::internal;
   if (msg.rfind("OOM", 0) == 0) code = Errc::full;
   if (msg.rfind("LOADING", 0) == 0 || msg.rfind("BUSY", 0) == 0 || msg.rfind("MASTERDOWN", 0) == 0 ||
-      msg.rfind("READONLY", 0) == 0) {
+      msg.rfind("READONLY", 0) == 0 || msg.rfind("CLUSTERDOWN", 0) == 0 || msg.rfind("TRYAGAIN", 0) == 0 ||
+      msg.rfind("MOVED ", 0) == 0 || msg.rfind("ASK ", 0) == 0) {
+    // A Cluster that is failing over or resharding: MOVED and ASK reach a
+    // caller only after the router's bounded redirects ran out.
     code = Errc::unavailable;
   }
   return make_error(code, "redis: " + msg);
@@ -57,19 +60,24 @@ Result<Reply> RedisConn::command(const Args& args) {
 }
 
 Result<std::vector<Reply>> RedisConn::pipeline(const std::vector<Args>& cmds) {
+  auto out = pipeline_raw(cmds);
+  if (!out) return out;
+  for (const auto& r : *out) {
+    if (auto e = reply_error(r.get())) return *e;
+  }
+  return out;
+}
+
+Result<std::vector<Reply>> RedisConn::pipeline_raw(const std::vector<Args>& cmds) {
   if (broken()) return context_error();
   for (const auto& args : cmds) append(ctx_.get(), args);
   std::vector<Reply> out;
   out.reserve(cmds.size());
-  std::optional<Error> first_error;
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) return context_error();
-    Reply r(static_cast<redisReply*>(raw));
-    if (!first_error) first_error = reply_error(r.get());
-    out.push_back(std::move(r));
+    out.emplace_back(static_cast<redisReply*>(raw));
   }
-  if (first_error) return *first_error;
   return out;
 }
 

@@ -41,6 +41,9 @@ class RedisConn {
   Result<Reply> command(const Args& args);
   // Sends all commands, then reads all replies (one round trip).
   Result<std::vector<Reply>> pipeline(const std::vector<Args>& cmds);
+  // As pipeline(), but error replies stay replies (a Cluster router reads
+  // MOVED and ASK from them); only a connection failure is an Error.
+  Result<std::vector<Reply>> pipeline_raw(const std::vector<Args>& cmds);
   bool broken() const { return ctx_->err != 0; }
 
  private:

@@ -4,7 +4,9 @@
 // other keys from it, so they touch only keys of that one hash tag (one
 // Cluster slot). Index scripts take the three kcache:{index}:* keys.
 // Scripts run atomically, which is what makes publish-if-absent, the
-// all-chunks read and the index's counters race-free.
+// all-chunks read and the index's counters race-free. The scripts avoid
+// multi-key commands where they can: while a Cluster migrates a slot, Redis
+// refuses a multi-key command on it unless every key is present.
 #pragma once
 
 namespace kcache::storage::redis {
@@ -28,7 +30,14 @@ for i = 0, n - 1 do
 end
 for i = 0, n - 1 do
   local dst = prefix .. 'chunk:' .. i
-  redis.call('RENAME', tmp .. i, dst)
+  local renamed = redis.pcall('RENAME', tmp .. i, dst)
+  if type(renamed) == 'table' and renamed.err then
+    -- RENAME refused: a Cluster migrating this slot answers TRYAGAIN to a
+    -- two-key command whose destination is absent. Move the bytes with
+    -- one-key commands instead (they pass through Lua: slower, but rare).
+    redis.call('SET', dst, redis.call('GET', tmp .. i))
+    redis.call('DEL', tmp .. i)
+  end
   redis.call('PERSIST', dst)
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))

@@ -1,6 +1,7 @@
 // One conformance suite for every storage backend (storage/backend.hpp):
-// memory, disk (a temp dir) and redis (a real redis-server on a random
-// loopback port, started by this test).
+// memory, disk (a temp dir), redis (a real redis-server on a random
+// loopback port, started by this test) and redis-cluster (a real Cluster of
+// three masters and three replicas, tests/cpp/redis_cluster_util.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "storage/disk_backend.hpp"
 #include "storage/memory_backend.hpp"
 #include "storage/redis_backend.hpp"
+#include "redis_cluster_util.hpp"
 #include "storage_test_util.hpp"
 
 namespace kcache::storage {
@@ -22,9 +24,15 @@ using testing::make_bytes;
 using testing::make_key;
 using Bytes = std::vector<std::uint8_t>;
 
-testing::RedisServer& redis_server() {
+// Started on first use and kept for the process: one per test binary run.
+testing::RedisServer& single_redis() {
   static testing::RedisServer server;
   return server;
+}
+
+testing::RedisTestCluster& cluster_redis() {
+  static testing::RedisTestCluster cluster;
+  return cluster;
 }
 
 EntryMeta meta(std::string label, std::string target = "cpu", std::string mode = "default",
@@ -39,7 +47,7 @@ void pause_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 class StorageConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "redis") redis_server().cli("FLUSHALL");
+    if (GetParam() == "redis" || GetParam() == "redis-cluster") redis_server().cli("FLUSHALL");
     backend_ = open(0);
     ASSERT_NE(backend_, nullptr);
   }
@@ -52,6 +60,14 @@ class StorageConformance : public ::testing::TestWithParam<std::string> {
       o.root = dir_.path() + "/store";
       o.capacity_bytes = capacity;
       auto b = open_disk_backend(o);
+      EXPECT_TRUE(b.ok()) << (b ? "" : b.error().message);
+      return b ? std::move(b.value()) : nullptr;
+    }
+    if (GetParam() == "redis-cluster") {
+      auto o = parse_redis_cluster_url(redis_server().url());
+      EXPECT_TRUE(o.ok());
+      o->node.capacity_bytes = capacity;
+      auto b = open_redis_cluster_backend(*o);
       EXPECT_TRUE(b.ok()) << (b ? "" : b.error().message);
       return b ? std::move(b.value()) : nullptr;
     }
@@ -82,6 +98,12 @@ class StorageConformance : public ::testing::TestWithParam<std::string> {
     auto r = backend_->put(key, bytes, m);
     EXPECT_TRUE(r.ok()) << (r ? "" : r.error().message);
     return bytes;
+  }
+
+  // The Redis a redis or redis-cluster case stores in.
+  testing::RedisCli& redis_server() {
+    if (GetParam() == "redis-cluster") return cluster_redis();
+    return single_redis();
   }
 
   testing::TempDir dir_;
@@ -375,8 +397,12 @@ TEST_P(StorageConformance, SixteenThreadsSameAndDifferentKeys) {
   EXPECT_EQ(backend_->usage()->entries, static_cast<std::uint64_t>(k_shared + k_threads * k_rounds));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StorageConformance, ::testing::Values("memory", "disk", "redis"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, StorageConformance, ::testing::Values("memory", "disk", "redis", "redis-cluster"),
+                         [](const auto& info) {
+                           std::string name = info.param;  // gtest names allow no '-'
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kcache::storage

@@ -78,17 +78,27 @@ inline bool port_accepts(int port) {
   return ok;
 }
 
+// What a test needs of a Redis, single or Cluster (redis_cluster_util.hpp):
+// its storage URL and redis-cli against it.
+class RedisCli {
+ public:
+  virtual ~RedisCli() = default;
+  virtual std::string url() const = 0;
+  // Runs redis-cli with `args`; returns its stdout.
+  virtual std::string cli(const std::string& args) const = 0;
+};
+
 // redis-server --port N --save '' --appendonly no, owned by this process.
-class RedisServer {
+class RedisServer final : public RedisCli {
  public:
   explicit RedisServer(int port = free_port(), std::string password = "")
       : port_(port), password_(std::move(password)) {
     start();
   }
-  ~RedisServer() { stop(); }
+  ~RedisServer() override { stop(); }
 
   int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
+  std::string url() const override { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
 
 
   void start() {
@@ -120,7 +130,7 @@ class RedisServer {
   }
 
   // Runs redis-cli against this server; returns its stdout.
-  std::string cli(const std::string& args) const {
+  std::string cli(const std::string& args) const override {
     std::string auth = password_.empty() ? "" : " --no-auth-warning -a " + password_;
     std::string cmd = "redis-cli -p " + std::to_string(port_) + auth + " " + args;
     std::string out;
