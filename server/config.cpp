@@ -146,7 +146,7 @@ std::vector<std::pair<std::string, std::string>> load_config_file(const std::str
 std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std::string* help_text) {
   std::vector<Spec> specs = {
       {"listen", "KCACHE_LISTEN", "HOST:PORT to listen on (port 0: any free port) [127.0.0.1:8420]", {}},
-      {"storage", "KCACHE_STORAGE", "memory:, disk:PATH or redis://[user:pass@]host:port/db [disk:./kcache-data]", {}},
+      {"storage", "KCACHE_STORAGE", "memory:, disk:PATH, redis://[user:pass@]host:port/db or redis-cluster://[user:pass@]host:port,host:port/ [disk:./kcache-data]", {}},
       {"max-bytes", "KCACHE_MAX_BYTES", "storage byte budget, e.g. 20G (0: unlimited) [0]", {}},
       {"threads", "KCACHE_THREADS", "I/O threads (0: one per core) [0]", {}},
       {"storage-threads", "KCACHE_STORAGE_THREADS", "blocking storage pool threads (0: auto) [0]", {}},

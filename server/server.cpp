@@ -88,8 +88,10 @@ struct Server::Impl {
         backend(std::move(b)),
         pool(pool_threads(config)),
         ioc(std::make_unique<asio::io_context>(static_cast<int>(io_threads(config)))) {
-    if (config.storage.rfind("redis://", 0) == 0) {
-      // Replicas: leases and landings go through the same Redis as storage.
+    const bool shared_redis =
+        config.storage.rfind("redis://", 0) == 0 || config.storage.rfind("redis-cluster://", 0) == 0;
+    if (shared_redis) {
+      // Replicas: leases and landings go through the same Redis (or Cluster) as storage.
       auto parts = make_redis_replica_parts(config.storage, config.lease_ttl_ms, waiters);
       if (!parts) throw std::runtime_error("cannot open the Redis lease table: " + parts.error().message);
       leases = std::move(parts->leases);
@@ -99,7 +101,7 @@ struct Server::Impl {
       landings = make_local_landings(waiters);
     }
     {
-      const std::uint64_t budget = config.storage.rfind("redis://", 0) == 0 ? 0 : config.hot_cache_bytes;
+      const std::uint64_t budget = shared_redis ? 0 : config.hot_cache_bytes;
       hot = std::make_unique<HotTier>(budget, std::min<std::uint64_t>(16ull << 20, budget / 8));
     }
     if (!config.tls_cert.empty()) {

@@ -241,12 +241,14 @@ Result<std::vector<std::string>> RedisCluster::scan(std::string_view pattern) {
 }
 
 std::vector<Endpoint> RedisCluster::endpoints() {
+  // Seeds first, in the URL's order: an operator (or a test) decides where
+  // each replica subscribes; then the nodes the map knows.
   std::vector<Endpoint> out;
+  for (const auto& [host, port] : opts_.seeds) out.push_back({host, port});
   if (auto map = slot_map()) {
-    out = map->masters;
+    out.insert(out.end(), map->masters.begin(), map->masters.end());
     out.insert(out.end(), map->replicas.begin(), map->replicas.end());
   }
-  for (const auto& [host, port] : opts_.seeds) out.push_back({host, port});
   return out;
 }
 

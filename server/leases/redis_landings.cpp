@@ -12,7 +12,7 @@
 
 #include "server/leases/landings.hpp"
 #include "storage/redis_backend.hpp"
-#include "storage/redis_pool.hpp"
+#include "storage/redis_link.hpp"
 
 namespace kcache::server {
 
@@ -31,8 +31,8 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 
 class RedisLandings final : public Landings {
  public:
-  RedisLandings(std::shared_ptr<redis::RedisPool> pool, storage::RedisOptions opts, Waiters& waiters)
-      : pool_(std::move(pool)), opts_(std::move(opts)), waiters_(waiters), thread_([this] { run(); }) {}
+  RedisLandings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts, Waiters& waiters)
+      : link_(std::move(link)), opts_(std::move(opts)), waiters_(waiters), thread_([this] { run(); }) {}
 
   ~RedisLandings() override {
     {
@@ -46,7 +46,8 @@ class RedisLandings final : public Landings {
 
   void publish(const std::string& key) override {
     waiters_.notify(key);  // this replica's waiters need no round trip
-    auto r = pool_->run([&](redis::RedisConn& c) { return c.command({"PUBLISH", k_channel, key}); });
+    // In a Cluster, PUBLISH on any node reaches the subscribers on every node.
+    auto r = link_->command({"PUBLISH", k_channel, key});
     if (!r) spdlog::warn("PUBLISH {} failed: {} (waiters on other replicas wake at their lease's expiry)",
                          k_channel, r.error().message);
   }
@@ -55,7 +56,11 @@ class RedisLandings final : public Landings {
   void run() {
     auto backoff = std::chrono::milliseconds(100);
     for (;;) {
-      if (listen()) backoff = std::chrono::milliseconds(100);
+      if (listen()) {
+        backoff = std::chrono::milliseconds(100);
+      } else {
+        next_node_++;  // a Cluster: try the next node it knows
+      }
       std::unique_lock lock(mu_);
       if (cv_.wait_for(lock, backoff, [this] { return stop_; })) return;
       backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
@@ -64,9 +69,12 @@ class RedisLandings final : public Landings {
 
   // One subscription, until the connection ends. False when it never got going.
   bool listen() {
-    const std::string where = opts_.host + ":" + std::to_string(opts_.port);
+    const auto nodes = link_->endpoints();
+    if (nodes.empty()) return false;
+    const redis::Endpoint node = nodes[next_node_ % nodes.size()];
+    const std::string where = node.text();
     std::unique_ptr<redisContext, decltype(&redisFree)> ctx(
-        redisConnectWithTimeout(opts_.host.c_str(), opts_.port, to_timeval(opts_.connect_timeout)), &redisFree);
+        redisConnectWithTimeout(node.host.c_str(), node.port, to_timeval(opts_.connect_timeout)), &redisFree);
     if (!ctx || ctx->err) {
       warn_once("landing subscriber cannot connect to " + where);
       return false;
@@ -122,7 +130,7 @@ class RedisLandings final : public Landings {
     warned_ = true;
   }
 
-  std::shared_ptr<redis::RedisPool> pool_;
+  std::shared_ptr<redis::RedisLink> link_;
   const storage::RedisOptions opts_;
   Waiters& waiters_;
   std::mutex mu_;
@@ -130,14 +138,15 @@ class RedisLandings final : public Landings {
   bool stop_ = false;  // GUARDED_BY(mu_)
   int fd_ = -1;        // GUARDED_BY(mu_): the subscribed socket, for shutdown
   bool warned_ = false;  // subscriber thread only
+  std::size_t next_node_ = 0;  // subscriber thread only: which of link_->endpoints() to subscribe at
   std::thread thread_;   // last: starts after everything above is built
 };
 
 }  // namespace
 
-std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisPool> pool, storage::RedisOptions opts,
+std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts,
                                               Waiters& waiters) {
-  return std::make_unique<RedisLandings>(std::move(pool), std::move(opts), waiters);
+  return std::make_unique<RedisLandings>(std::move(link), std::move(opts), waiters);
 }
 
 }  // namespace kcache::server

@@ -6,14 +6,15 @@
 
 #include "server/leases/redis_replicas.hpp"
 #include "storage/redis_backend.hpp"
-#include "storage/redis_pool.hpp"
+#include "storage/redis_cluster.hpp"
+#include "storage/redis_link.hpp"
 
 namespace kcache::server {
 
 namespace redis = storage::redis;
 
 // Defined in redis_landings.cpp.
-std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisPool> pool, storage::RedisOptions opts,
+std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts,
                                               Waiters& waiters);
 
 namespace {
@@ -98,16 +99,14 @@ std::uint64_t positive(std::int64_t v) { return v > 0 ? static_cast<std::uint64_
 
 class RedisLeaseTable final : public LeaseTable {
  public:
-  RedisLeaseTable(std::shared_ptr<redis::RedisPool> pool, std::uint64_t ttl_ms)
-      : pool_(std::move(pool)), ttl_ms_(ttl_ms), ttl_text_(std::to_string(ttl_ms)) {}
+  RedisLeaseTable(std::shared_ptr<redis::RedisLink> link, std::uint64_t ttl_ms)
+      : link_(std::move(link)), ttl_ms_(ttl_ms), ttl_text_(std::to_string(ttl_ms)) {}
 
   LeaseGrant acquire(const std::string& key, const std::string& holder) override {
     LeaseGrant g;
     const std::string token = random_token();
     const std::string lk = lease_key(key), ik = info_key(key);
-    auto r = pool_->run([&](redis::RedisConn& c) {
-      return c.command({"EVAL", k_acquire, "4", lk, ik, k_live, k_counters, token, ttl_text_, holder, key});
-    });
+    auto r = link_->command({"EVAL", k_acquire, "4", lk, ik, k_live, k_counters, token, ttl_text_, holder, key});
     if (!r) {
       g.error = failed("acquire", r.error());
       return g;
@@ -125,9 +124,7 @@ class RedisLeaseTable final : public LeaseTable {
   LeaseRenewal renew(const std::string& key, const std::string& token) override {
     LeaseRenewal out;
     const std::string lk = lease_key(key), ik = info_key(key);
-    auto r = pool_->run([&](redis::RedisConn& c) {
-      return c.command({"EVAL", k_renew, "4", lk, ik, k_live, k_counters, token, ttl_text_, key});
-    });
+    auto r = link_->command({"EVAL", k_renew, "4", lk, ik, k_live, k_counters, token, ttl_text_, key});
     if (!r) {
       out.error = failed("renew", r.error());
       return out;
@@ -148,9 +145,7 @@ class RedisLeaseTable final : public LeaseTable {
 
   LeaseOutcome release(const std::string& key, const std::string& token) override {
     const std::string lk = lease_key(key), ik = info_key(key);
-    auto r = pool_->run([&](redis::RedisConn& c) {
-      return c.command({"EVAL", k_release, "4", lk, ik, k_live, k_counters, token, key});
-    });
+    auto r = link_->command({"EVAL", k_release, "4", lk, ik, k_live, k_counters, token, key});
     if (!r) {
       failed("release", r.error());
       return LeaseOutcome::unavailable;
@@ -164,7 +159,7 @@ class RedisLeaseTable final : public LeaseTable {
 
   std::optional<Clock::time_point> live_until(const std::string& key) override {
     const std::string lk = lease_key(key);
-    auto r = pool_->run([&](redis::RedisConn& c) { return c.command({"PTTL", lk}); });
+    auto r = link_->command({"PTTL", lk});
     if (!r) {
       failed("pttl", r.error());
       return std::nullopt;
@@ -177,7 +172,7 @@ class RedisLeaseTable final : public LeaseTable {
   std::vector<LeaseInfo> list() override {
     std::vector<LeaseInfo> out;
     sweep();
-    auto members = pool_->run([&](redis::RedisConn& c) { return c.command({"ZRANGE", k_live, "0", "9999"}); });
+    auto members = link_->command({"ZRANGE", k_live, "0", "9999"});
     if (!members) {
       failed("list", members.error());
       return out;
@@ -195,7 +190,7 @@ class RedisLeaseTable final : public LeaseTable {
       cmds.push_back({"PTTL", lks[i]});
       cmds.push_back({"HMGET", iks[i], "holder", "acquired", "renewals"});
     }
-    auto replies = pool_->run([&](redis::RedisConn& c) { return c.pipeline(cmds); });
+    auto replies = link_->pipeline(cmds);
     if (!replies) {
       failed("list", replies.error());
       return out;
@@ -221,16 +216,14 @@ class RedisLeaseTable final : public LeaseTable {
   }
 
   void sweep() override {
-    auto r = pool_->run([&](redis::RedisConn& c) { return c.command({"EVAL", k_sweep, "2", k_live, k_counters}); });
+    auto r = link_->command({"EVAL", k_sweep, "2", k_live, k_counters});
     if (!r) failed("sweep", r.error());
   }
 
   LeaseCounters counters() override {
     LeaseCounters c;
-    auto r = pool_->run([&](redis::RedisConn& conn) {
-      return conn.pipeline({{"EVAL", k_sweep, "2", k_live, k_counters},
-                            {"HMGET", k_counters, "granted", "renewed", "released", "expired"}});
-    });
+    auto r = link_->pipeline({{"EVAL", k_sweep, "2", k_live, k_counters},
+                              {"HMGET", k_counters, "granted", "renewed", "released", "expired"}});
     if (!r) {
       failed("counters", r.error());
       return c;
@@ -253,7 +246,7 @@ class RedisLeaseTable final : public LeaseTable {
     return make_error(e.code, std::string("lease table (redis) ") + op + ": " + e.message);
   }
 
-  std::shared_ptr<redis::RedisPool> pool_;
+  std::shared_ptr<redis::RedisLink> link_;
   const std::uint64_t ttl_ms_;
   const std::string ttl_text_;
 };
@@ -262,15 +255,30 @@ class RedisLeaseTable final : public LeaseTable {
 
 Result<RedisReplicaParts> make_redis_replica_parts(const std::string& storage_uri, std::uint64_t ttl_ms,
                                                    Waiters& waiters) {
-  auto opts = storage::parse_redis_url(storage_uri);
-  if (!opts) return opts.error();
-  opts->pool_size = std::min<std::size_t>(opts->pool_size, 8);
-  auto pool = std::make_shared<redis::RedisPool>(*opts);
-  auto ping = pool->run([](redis::RedisConn& c) { return c.command({"PING"}); });
+  // The lease keys share the hash tag {leases}: in a Cluster every script
+  // runs on the one master that serves that slot.
+  std::shared_ptr<redis::RedisLink> link;
+  storage::RedisOptions node;
+  if (storage_uri.rfind("redis-cluster://", 0) == 0) {
+    auto opts = storage::parse_redis_cluster_url(storage_uri);
+    if (!opts) return opts.error();
+    opts->node.pool_size = std::min<std::size_t>(opts->node.pool_size, 8);
+    auto cluster = std::make_shared<redis::RedisCluster>(*opts);
+    if (auto s = cluster->start(); !s) return make_error(s.error().code, "lease table: " + s.error().message);
+    link = std::move(cluster);
+    node = opts->node;
+  } else {
+    auto opts = storage::parse_redis_url(storage_uri);
+    if (!opts) return opts.error();
+    opts->pool_size = std::min<std::size_t>(opts->pool_size, 8);
+    link = redis::make_single_link(*opts);
+    node = *opts;
+  }
+  auto ping = link->command({"PING"});
   if (!ping) return make_error(ping.error().code, "lease table: " + ping.error().message);
   RedisReplicaParts parts;
-  parts.leases = std::make_unique<RedisLeaseTable>(pool, ttl_ms);
-  parts.landings = make_redis_landings(pool, *opts, waiters);
+  parts.leases = std::make_unique<RedisLeaseTable>(link, ttl_ms);
+  parts.landings = make_redis_landings(link, node, waiters);
   return parts;
 }
 

@@ -1,0 +1,165 @@
+"""Replicas on a Redis Cluster: two kcache-server processes on a real
+cluster of three masters and three replicas (loopback, random ports) share
+leases through the cluster (the lease keys share the hash tag {leases}, so
+one master holds them), and a landing PUT through A wakes a waiter on B
+although A and B subscribe at different nodes of the cluster (Cluster
+PUBLISH reaches every node, replicas included). Artifacts stored through
+one replica are read through the other."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from server_harness import REDIS, make_bundle, new_key
+
+REDIS_CLI = shutil.which("redis-cli")
+pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(port: int, *args: str) -> str:
+    return subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True, text=True, timeout=30).stdout
+
+
+class RedisCluster:
+    """Six redis-server nodes joined by `redis-cli --cluster create --cluster-replicas 1`."""
+
+    def __init__(self, tmp: pathlib.Path) -> None:
+        self.procs: dict[int, subprocess.Popen] = {}
+        while len(self.procs) < 6:
+            port = free_port()
+            d = tmp / str(port)
+            d.mkdir(parents=True, exist_ok=True)
+            p = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                                  "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
+                                  "--dir", str(d), "--save", "", "--appendonly", "no",
+                                  "--repl-diskless-sync-delay", "0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._wait_pong(port, p):
+                self.procs[port] = p
+        self.ports = list(self.procs)
+        created = subprocess.run([REDIS_CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in self.ports],
+                                  "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
+                                 timeout=60)
+        if created.returncode != 0:
+            self.stop()
+            raise RuntimeError(created.stdout + created.stderr)
+        deadline = time.monotonic() + 30
+        while not all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in self.ports):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("cluster never reached cluster_state:ok")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _wait_pong(port: int, proc: subprocess.Popen) -> bool:
+        for _ in range(500):
+            if proc.poll() is not None:
+                return False  # the port was taken meanwhile
+            if cli(port, "PING").startswith("PONG"):
+                return True
+            time.sleep(0.01)
+        proc.kill()
+        return False
+
+    def url(self, first: int) -> str:
+        """A URL whose first seed is node `first` (where that server subscribes)."""
+        order = [first] + [p for p in self.ports if p != first]
+        return "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in order) + "/?connect_timeout_ms=500&timeout_ms=2000"
+
+    def role(self, port: int) -> str:
+        return cli(port, "ROLE").split("\n", 1)[0]
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.kill()
+            p.wait(10)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = RedisCluster(tmp_path / "cluster")
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def pair(start_server, cluster):
+    """Server A subscribes at a master, server B at a replica of another master."""
+    masters = [p for p in cluster.ports if cluster.role(p) == "master"]
+    replicas = [p for p in cluster.ports if cluster.role(p) == "slave"]
+    a = start_server(storage=cluster.url(masters[0]))
+    b = start_server(storage=cluster.url(replicas[-1]))
+    return a, b, masters[0], replicas[-1]
+
+
+def wait_subscribed(srv, port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while f"subscribed to kcache:landed at 127.0.0.1:{port}" not in srv.read_log():
+        assert time.monotonic() < deadline, srv.read_log()[-2000:]
+        time.sleep(0.02)
+
+
+def test_lease_through_a_is_seen_by_b(pair):
+    a, b, _, _ = pair
+    key = new_key()
+    granted = a.request("POST", f"/v1/leases/{key}", headers={"X-Kcache-Client": "rank-0"})
+    assert granted.status == 201
+    token = granted.json()["lease"]
+    assert b.request("POST", f"/v1/leases/{key}").status == 409
+    assert b.request("POST", f"/v1/leases/{key}/renew", headers={"X-Kcache-Lease": token}).status == 200
+    assert [l["key"] for l in b.get("/v1/leases").json()["leases"]] == [key]
+    assert b.request("DELETE", f"/v1/leases/{key}", headers={"X-Kcache-Lease": token}).status == 204
+    assert a.request("POST", f"/v1/leases/{key}").status == 201
+    sa, sb = a.get("/v1/stats").json()["leases"], b.get("/v1/stats").json()["leases"]
+    assert sa["granted"] == sb["granted"] == 2 and sa["released"] == sb["released"] == 1
+
+
+def test_landing_through_a_wakes_a_waiter_on_b_at_another_node(pair):
+    a, b, a_node, b_node = pair
+    wait_subscribed(a, a_node)
+    wait_subscribed(b, b_node)  # a replica: PUBLISH reaches it over the cluster bus
+    key = new_key()
+    token = a.request("POST", f"/v1/leases/{key}").json()["lease"]
+    got = {}
+
+    def wait():
+        t0 = time.monotonic()
+        r = b.get(f"/v1/artifacts/{key}?wait_ms=120000", timeout=150)
+        got.update(status=r.status, body=r.body, seconds=time.monotonic() - t0)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.5)  # the GET is parked on B
+    assert t.is_alive()
+    bundle = make_bundle(key)
+    put = a.put_artifact(key, bundle, headers={"X-Kcache-Lease": token})
+    assert put.status == 201
+    t.join(150)
+    assert got["status"] == 200 and got["body"] == bundle
+    # Woken by the landing, not by the 60 s lease expiry or the 120 s wait.
+    assert got["seconds"] < 30
+
+
+def test_artifacts_spread_over_masters_and_read_through_either(pair, cluster):
+    a, b, _, _ = pair
+    keys = [new_key() for _ in range(24)]
+    bundles = {k: make_bundle(k) for k in keys}
+    for k in keys:
+        assert a.put_artifact(k, bundles[k]).status == 201
+    for k in keys:
+        assert b.get(f"/v1/artifacts/{k}").body == bundles[k]
+    masters = [p for p in cluster.ports if cluster.role(p) == "master"]
+    assert all(int(cli(p, "DBSIZE")) > 0 for p in masters)
