@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# .venv-deepspeed: the project's .venv (torch 2.13 CPU, transformers,
+# accelerate, kcache) plus DeepSpeed, which the project does not pin in its
+# test environment. The new venv sees .venv's packages through a .pth file,
+# so torch is never downloaded again (DeepSpeed is installed --no-deps: its
+# own requirement on torch is unpinned and would pull a CUDA build).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+venv="$root/.venv-deepspeed"
+[[ -x "$root/.venv/bin/python" ]] || "$root/scripts/setup.sh"
+python3 -m venv "$venv"
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+"$root/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/kcache-base.pth"
+"$venv/bin/pip" install -q --disable-pip-version-check wheel==0.48.0 setuptools==65.5.0
+"$venv/bin/pip" install -q --disable-pip-version-check hjson==3.1.0 py-cpuinfo==9.0.0 msgpack==1.2.4 \
+  pydantic==2.14.4 einops==0.8.2 ninja==1.13.2
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation deepspeed==0.19.8
+"$venv/bin/python" -c "import deepspeed, torch; print('deepspeed', deepspeed.__version__, 'torch', torch.__version__)"

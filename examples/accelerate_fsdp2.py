@@ -1,0 +1,54 @@
+"""FSDP2 (fully_shard) through Accelerate, with regional compilation through kcache.
+
+    accelerate launch --num-processes 2 examples/accelerate_fsdp2.py --out /tmp/fsdp2
+    torchrun --standalone --nproc-per-node 2 examples/accelerate_fsdp2.py --out /tmp/fsdp2
+
+Accelerate's FSDP2 path compiles the regions first (compile_regions, which
+kcache.accelerate.install() routes through kcache) and then shards every
+transformer block with fully_shard. The job itself is examples/accelerate_job.py.
+
+On CPU, Accelerate (1.11 to 1.15) never selects FSDP: it decides the
+distributed type from the device, and a CPU job is MULTI_CPU (plain DDP)
+whatever fsdp_plugin says. fully_shard itself runs on CPU with gloo, so on
+a CPU-only machine this script switches the Accelerator's state to FSDP
+before prepare() (cpu_fsdp_shim below; docs/distributed.md). On a GPU the
+shim does nothing.
+"""
+
+from __future__ import annotations
+
+from accelerate_job import parse, train
+
+
+def cpu_fsdp_shim(accelerator, plugin) -> None:
+    """Lets Accelerate take its FSDP2 path on a CPU-only machine (see above)."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type == DistributedType.MULTI_CPU:
+        accelerator.state.distributed_type = DistributedType.FSDP
+        accelerator.state.fsdp_plugin = plugin
+
+
+def main() -> None:
+    args = parse(__doc__.splitlines()[0])
+
+    def make():
+        from accelerate import Accelerator
+        from accelerate.utils import FullyShardedDataParallelPlugin, TorchDynamoPlugin
+
+        block = "GPT2Block" if args.model == "gpt2" else "LlamaDecoderLayer"
+        plugin = FullyShardedDataParallelPlugin(
+            fsdp_version=2, auto_wrap_policy="transformer_based_wrap",
+            transformer_cls_names_to_wrap=[block], reshard_after_forward=True)
+        accelerator = Accelerator(
+            mixed_precision=args.mixed_precision, fsdp_plugin=plugin,
+            dynamo_plugin=TorchDynamoPlugin(backend="inductor", use_regional_compilation=True))
+        cpu_fsdp_shim(accelerator, plugin)
+        assert accelerator.is_fsdp2, accelerator.distributed_type
+        return accelerator
+
+    train(args, make, "fsdp2")
+
+
+if __name__ == "__main__":
+    main()

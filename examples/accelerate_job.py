@@ -1,0 +1,102 @@
+"""The training job the distributed Accelerate examples share: argument
+parsing, the per-rank cache directories, the training loop and the per-rank
+result file. Each mode's script (accelerate_ddp.py, accelerate_fsdp2.py,
+accelerate_deepspeed.py) only builds its Accelerator.
+
+Every rank builds the same transformers model from a config (seed 0,
+nothing downloaded), prepares it with Accelerate's regional compilation
+(TorchDynamoPlugin(use_regional_compilation=True)) routed through kcache by
+kcache.accelerate.install(), trains on its own shard of random tokens and
+writes OUT/rank-R.json: seconds until its regions are ready (first forward
+and backward), its losses, PyTorch's own compile counters, kcache's stats
+and the keys of the regions it compiled or restored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+T_START = time.time()
+HERE = Path(__file__).resolve().parent
+
+
+def parse(description: str) -> argparse.Namespace:
+    # Parsed before torch is imported: Inductor reads its cache directory once.
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", choices=["gpt2", "llama"], default="gpt2")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=32)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
+    p.add_argument("--no-kcache", action="store_true", help="Accelerate's own compile_regions")
+    p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
+    p.add_argument("--node-dir", help="KCACHE_LOCAL_DIR; {rank} is replaced")
+    p.add_argument("--out", required=True, help="folder for rank-R.json")
+    args = p.parse_args()
+    rank = os.environ.get("RANK", "0")
+    if args.inductor_dir:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = args.inductor_dir.format(rank=rank)
+    if args.node_dir:
+        os.environ["KCACHE_LOCAL_DIR"] = args.node_dir.format(rank=rank)
+    return args
+
+
+def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode: str) -> None:
+    """Installs kcache (unless --no-kcache), builds the Accelerator, trains,
+    writes this rank's result."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    from train_regional import build_model
+
+    import kcache
+    import kcache.accelerate
+    import kcache.api
+    from kcache import _torch_adaptor as adaptor
+
+    if not args.no_kcache:
+        kcache.accelerate.install()  # the one call: Accelerate's regional path goes through kcache
+    t0 = float(os.environ.get("BENCH_T0", T_START))
+    accelerator = make_accelerator()
+    torch.manual_seed(0)
+    model = build_model(args.model, args.layers, args.hidden)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model, opt = accelerator.prepare(model, opt)
+    rank = accelerator.process_index
+    data = torch.Generator().manual_seed(1000 + rank)  # this rank's shard
+    losses, marks = [], {}
+    for step in range(args.steps):
+        ids = torch.randint(0, 256, (args.batch, args.seq), generator=data)
+        loss = model(ids, labels=ids).loss
+        accelerator.backward(loss)
+        if step == 0:
+            marks["regions_ready_s"] = time.time() - t0
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    marks["done_s"] = time.time() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result = {
+        "rank": rank, "world": accelerator.num_processes, "mode": mode,
+        "distributed_type": str(accelerator.distributed_type), "model_class": type(model).__name__,
+        **marks, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss // 1024,
+        "losses": losses, "counters": adaptor.counters(),
+        "kcache": kcache.stats() if not args.no_kcache else {},
+        "regions": kcache.api.region_outcomes() if not args.no_kcache else [],
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".rank-{rank}.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.rename(out / f"rank-{rank}.json")
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
