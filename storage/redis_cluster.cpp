@@ -129,7 +129,12 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
   for (std::size_t i = 0; i < segs.size(); ++i) pending[i] = i;
   Error last = make_error(Errc::unavailable, "redis cluster: no slot map");
 
+  // Retrying stops after max_attempts rounds or once a round starts later than
+  // one connect plus one operation timeout after the call began, whichever
+  // comes first: a black-holed master must not cost a caller many timeouts.
+  const auto deadline = std::chrono::steady_clock::now() + opts_.node.connect_timeout + opts_.node.op_timeout;
   for (int attempt = 0; attempt < opts_.max_attempts && !pending.empty(); ++attempt) {
+    if (attempt > 0 && std::chrono::steady_clock::now() > deadline) break;
     auto [map, epoch] = snapshot();
     if (!map) break;
     // Group the pending segments by the node they go to, keeping their order.

@@ -13,9 +13,14 @@
 // TRYAGAIN and CLUSTERDOWN (a multi-key command mid-migration, a failover)
 // retry after a short backoff. A connection that fails (a dead master)
 // refreshes the map and retries. All of this is bounded: at most
-// max_attempts rounds per call, then the last error — Errc::unavailable, as
-// with a single Redis that is down; a timeout is returned at once (the
-// caller's budget is one op_timeout, as RedisPool's).
+// max_attempts rounds per call, and no new round once connect_timeout +
+// op_timeout have passed since the call began; then the last error —
+// Errc::unavailable, as with a single Redis that is down. A timeout is
+// returned at once (the caller's budget is one op_timeout, as RedisPool's).
+// A command whose connection broke mid-pipeline may have run before the
+// retry runs it again: every command the backend and the lease table send is
+// safe to repeat (scripts check before they write), as with RedisPool's own
+// one retry.
 // Connections: one RedisPool per node, made on first use, each with the
 // node options' pool_size, timeouts and credentials (no SELECT: a Cluster has
 // only database 0).
