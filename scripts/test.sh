@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, then runs the C++
-# tests (plain and under ASan+UBSan), the bundle-reader and RESP-parser
-# fuzzers for a bounded time
+# tests (plain and under ASan+UBSan), docs/protocol.md's examples against a
+# real server, the bundle-reader and RESP-parser fuzzers for a bounded time
 # each, the packaging check in a fresh virtual environment, and pytest
 # (real redis-server, real kcache-server, real torch.compile).
 #   FUZZ_SECONDS  budget of each fuzzer (default 60)
@@ -48,6 +48,7 @@ stage setup scripts/setup.sh
 stage build scripts/build.sh
 rm -f "${junit[@]}"
 stage ctest ctest --test-dir build/dev --output-on-failure -j2 --output-junit "$root/build/junit-ctest.xml"
+stage doc-examples tests/shell/curl_test.sh build/dev/server/kcache-server  # docs/protocol.md's examples
 if [[ ${QUICK:-0} != 1 ]]; then
   stage asan-build env SANITIZE=1 BUILD_DIR=build/asan scripts/build.sh
   stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2 --output-junit "$root/build/junit-asan.xml"

@@ -3,7 +3,9 @@
 # any that use $KCACHE) against a freshly started kcache-server, in order,
 # in one shell — exactly as written. A "# HTTP/1.1 NNN ..." line under a
 # command is the status line the command's output must contain; they are
-# checked in order.
+# checked in order. ```bash blocks are illustrations that need more than a
+# server (a training script, a system path) and are not run. The blocks run
+# with the project's .venv first on PATH (kcache importable), as the doc says.
 #
 # Usage: tests/shell/curl_test.sh [path/to/kcache-server]
 #   (default: $KCACHE_SERVER_BIN, else build/dev/server/kcache-server)
@@ -34,6 +36,7 @@ read -r -t 10 line <&3 || { echo "curl_test: server did not start" >&2; cat "$WO
 PORT=${line##*:}
 export KCACHE="http://127.0.0.1:$PORT"
 export TMPDIR="$WORK"
+export PATH="$REPO/.venv/bin:$PATH"
 echo "curl_test: kcache-server on $KCACHE"
 
 # Extract the blocks: one file per block.
