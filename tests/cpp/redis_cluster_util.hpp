@@ -228,7 +228,11 @@ class RedisTestCluster final : public RedisCli {
     }
     for (int i = 0; i < 1000; ++i) {
       if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
-      if (port_accepts(port) && node_cli(port, "PING").rfind("PONG", 0) == 0) {
+      // Ours, not another test's node that took the port first (ctest -j
+      // runs several clusters at once); and not port_accepts(), which can
+      // connect to itself on a port in the ephemeral range.
+      std::string info = run_shell("redis-cli -p " + std::to_string(port) + " INFO server 2>&1");
+      if (info.find("process_id:" + std::to_string(pid) + "\r") != std::string::npos) {
         pids_[port] = pid;
         return true;
       }

@@ -68,7 +68,8 @@ class RedisCluster:
         for _ in range(500):
             if proc.poll() is not None:
                 return False  # the port was taken meanwhile
-            if cli(port, "PING").startswith("PONG"):
+            # Ours, not another test's node that took the port first.
+            if f"process_id:{proc.pid}" in cli(port, "INFO", "server").split():
                 return True
             time.sleep(0.01)
         proc.kill()
