@@ -37,9 +37,20 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "coldstart"))
-import services  # noqa: E402
-from run import parse_cxx_log  # noqa: E402  (bench/coldstart/run.py)
+sys.path.append(str(HERE.parent / "coldstart"))  # after HERE: report is this folder's
+import services  # noqa: E402  (bench/coldstart/services.py)
+
+
+def _coldstart_run():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("coldstart_run", HERE.parent / "coldstart" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+parse_cxx_log = _coldstart_run().parse_cxx_log
 
 MODES = {
     "ddp": ["accelerate_ddp.py"],
@@ -91,6 +102,9 @@ def wave(work: Path, mode: str, n: int, name: str, url: str, args) -> dict:
             "fxgraph_misses": c.get("inductor", {}).get("fxgraph_cache_miss", 0),
             "autograd_misses": c.get("aot_autograd", {}).get("autograd_cache_miss", 0),
             "fxgraph_hits": c.get("inductor", {}).get("fxgraph_cache_hit", 0),
+            "fxgraph_bypasses": c.get("inductor", {}).get("fxgraph_cache_bypass", 0),
+            "autograd_bypasses": c.get("aot_autograd", {}).get("autograd_cache_bypass", 0),
+            "not_stored": res["kcache"].get("bypassed", 0),
             "kcache_client": res["kcache"]["client"],
             "kernel_builds": int(cxx.get(str(r), {}).get("codegen", 0)),
         })
