@@ -41,14 +41,17 @@ class RedisTestCluster final : public RedisCli {
  public:
   // Node timeout: how long a master must be unreachable before its replica
   // is promoted. Short, so a failover test takes seconds.
-  explicit RedisTestCluster(int node_timeout_ms = 3000) : node_timeout_ms_(node_timeout_ms) {
+  // With a password, every node requires it (requirepass, and masterauth so
+  // replicas can sync) and url() carries it.
+  explicit RedisTestCluster(int node_timeout_ms = 3000, std::string password = "")
+      : node_timeout_ms_(node_timeout_ms), password_(std::move(password)) {
     while (ports_.size() < 6) {
       int port = free_port();
       if (std::find(ports_.begin(), ports_.end(), port) != ports_.end()) continue;
       // A port another process took after free_port() makes the child exit: pick another.
       if (spawn(port)) ports_.push_back(port);
     }
-    std::string create = "redis-cli --cluster create";
+    std::string create = redis_cli() + " --cluster create";
     for (int port : ports_) create += " 127.0.0.1:" + std::to_string(port);
     int status = -1;
     std::string out = run_shell(create + " --cluster-replicas 1 --cluster-yes 2>&1", &status);
@@ -62,7 +65,7 @@ class RedisTestCluster final : public RedisCli {
   RedisTestCluster& operator=(const RedisTestCluster&) = delete;
 
   std::string url() const override {
-    std::string u = "redis-cluster://";
+    std::string u = "redis-cluster://" + (password_.empty() ? "" : ":" + password_ + "@");
     for (std::size_t i = 0; i < ports_.size(); ++i) {
       u += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports_[i]);
     }
@@ -75,12 +78,12 @@ class RedisTestCluster final : public RedisCli {
       for (int port : masters()) out += node_cli(port, args);
       return out;
     }
-    return run_shell("redis-cli -c -p " + std::to_string(live_port()) + " " + args);
+    return run_shell(redis_cli() + " -c -p " + std::to_string(live_port()) + " " + args);
   }
 
   // redis-cli against one node, without following redirects.
   std::string node_cli(int port, const std::string& args) const {
-    return run_shell("redis-cli -p " + std::to_string(port) + " " + args);
+    return run_shell(redis_cli() + " -p " + std::to_string(port) + " " + args);
   }
 
   const std::vector<int>& ports() const { return ports_; }
@@ -201,6 +204,10 @@ class RedisTestCluster final : public RedisCli {
     return s;
   }
 
+  std::string redis_cli() const {
+    return password_.empty() ? "redis-cli" : "redis-cli --no-auth-warning -a " + password_;
+  }
+
   int live_port() const {
     for (int port : ports_) {
       if (pids_.count(port) != 0) return port;
@@ -222,7 +229,11 @@ class RedisTestCluster final : public RedisCli {
                                        "--cluster-node-timeout", timeout.c_str(), "--dir", dir.c_str(),
                                        "--save", "", "--appendonly", "no",
                                        // replicas sync at once, not after the default 5 s wait for company
-                                       "--repl-diskless-sync-delay", "0", nullptr};
+                                       "--repl-diskless-sync-delay", "0"};
+      if (!password_.empty()) {
+        for (const char* a : {"--requirepass", password_.c_str(), "--masterauth", password_.c_str()}) argv.push_back(a);
+      }
+      argv.push_back(nullptr);
       ::execvp("redis-server", const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
@@ -231,7 +242,7 @@ class RedisTestCluster final : public RedisCli {
       // Ours, not another test's node that took the port first (ctest -j
       // runs several clusters at once); and not port_accepts(), which can
       // connect to itself on a port in the ephemeral range.
-      std::string info = run_shell("redis-cli -p " + std::to_string(port) + " INFO server 2>&1");
+      std::string info = run_shell(redis_cli() + " -p " + std::to_string(port) + " INFO server 2>&1");
       if (info.find("process_id:" + std::to_string(pid) + "\r") != std::string::npos) {
         pids_[port] = pid;
         return true;
@@ -249,6 +260,7 @@ class RedisTestCluster final : public RedisCli {
 
   TempDir dir_;
   int node_timeout_ms_;
+  std::string password_;  // tests use plain passwords: no shell quoting needed
   std::vector<int> ports_;
   std::map<int, pid_t> pids_;  // live nodes: port -> pid
 };

@@ -77,6 +77,24 @@ TEST(RedisClusterOpen, NoReachableSeedIsUnavailable) {
   EXPECT_EQ(b.error().code, Errc::unavailable) << b.error().message;
 }
 
+TEST(RedisClusterAuth, PasswordFromTheUrlOnEveryNode) {
+  testing::RedisTestCluster cluster(3000, "pa55word");
+  auto good = open_backend(cluster.url(), 0);
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 12; ++i) {  // enough keys to need every master's pool
+    keys.push_back(make_key("auth" + std::to_string(i)));
+    ASSERT_TRUE((*good)->put(keys.back(), make_bytes(100, i), k_meta).ok());
+  }
+  for (const auto& k : keys) EXPECT_TRUE((*good)->get(k).ok()) << k;
+  std::string wrong_url = cluster.url();
+  wrong_url.replace(wrong_url.find("pa55word"), 8, "nope");
+  auto wrong = open_backend(wrong_url, 0);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, Errc::unavailable);
+  EXPECT_EQ(wrong.error().message.find("nope"), std::string::npos) << "secret in an error message";
+}
+
 class RedisClusterTest : public ::testing::Test {
  protected:
   RedisClusterOptions options() const {
