@@ -120,6 +120,10 @@ class RedisTestCluster final : public RedisCli {
     return -1;
   }
 
+  // SIGSTOP / SIGCONT one node: a hung master, not a dead one.
+  void pause_node(int port) const { ::kill(pids_.at(port), SIGSTOP); }
+  void resume_node(int port) const { ::kill(pids_.at(port), SIGCONT); }
+
   // SIGKILL one node (kill -9).
   void kill_node(int port) {
     auto it = pids_.find(port);

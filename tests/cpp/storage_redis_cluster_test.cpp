@@ -252,6 +252,31 @@ TEST_F(RedisClusterTest, AskDuringAMigrationIsFollowed) {
   EXPECT_EQ(backend->head(k)->hits, 2u);
 }
 
+TEST_F(RedisClusterTest, HungMasterTimesOutOnceThenRecovers) {
+  auto o = options();
+  o.node.op_timeout = std::chrono::milliseconds(500);
+  o.node.connect_timeout = std::chrono::milliseconds(300);
+  auto opened = open_redis_cluster_backend(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto& backend = *opened;
+  std::string k = make_key("hung");
+  auto data = make_bytes(1000, 3);
+  ASSERT_TRUE(backend->put(k, data, k_meta).ok());
+  int master = cluster_.owner_of(redis::key_slot(meta_key(k)), cluster_.ports().front());
+  cluster_.pause_node(master);  // well under the 3 s node timeout: no failover
+  auto start = Clock::now();
+  auto got = backend->get(k);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  cluster_.resume_node(master);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code, Errc::timeout) << got.error().message;
+  // One operation timeout (500 ms), not one per retry round; generous for a loaded machine.
+  EXPECT_LT(took, 2500);
+  auto again = backend->get(k);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, data);
+}
+
 TEST_F(RedisClusterTest, RecoversAfterAMasterIsKilledAndItsReplicaPromoted) {
   auto backend = open();
   std::string k = make_key("survivor");
