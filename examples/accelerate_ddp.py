@@ -10,7 +10,7 @@ job itself is examples/accelerate_job.py.
 
 from __future__ import annotations
 
-from accelerate_job import parse, train
+from accelerate_job import cpu_only, parse, train
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
         from accelerate.utils import TorchDynamoPlugin
 
         return Accelerator(
-            mixed_precision=args.mixed_precision,
+            cpu=cpu_only(), mixed_precision=args.mixed_precision,
             dynamo_plugin=TorchDynamoPlugin(backend="inductor", use_regional_compilation=True))
 
     train(args, make, "ddp")

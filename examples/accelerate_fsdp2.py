@@ -17,7 +17,7 @@ shim does nothing.
 
 from __future__ import annotations
 
-from accelerate_job import parse, train
+from accelerate_job import cpu_only, parse, train
 
 
 def cpu_fsdp_shim(accelerator, plugin) -> None:
@@ -41,7 +41,7 @@ def main() -> None:
             fsdp_version=2, auto_wrap_policy="transformer_based_wrap",
             transformer_cls_names_to_wrap=[block], reshard_after_forward=True)
         accelerator = Accelerator(
-            mixed_precision=args.mixed_precision, fsdp_plugin=plugin,
+            cpu=cpu_only(), mixed_precision=args.mixed_precision, fsdp_plugin=plugin,
             dynamo_plugin=TorchDynamoPlugin(backend="inductor", use_regional_compilation=True))
         cpu_fsdp_shim(accelerator, plugin)
         assert accelerator.is_fsdp2, accelerator.distributed_type

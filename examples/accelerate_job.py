@@ -50,6 +50,17 @@ def parse(description: str) -> argparse.Namespace:
     return args
 
 
+def cpu_only() -> bool:
+    """Accelerator(cpu=...) for DDP and FSDP on a machine without GPUs.
+    Accelerate 1.15 runs a multi-process CPU job as MULTI_CPU only with
+    cpu=True (1.11 did without); otherwise every rank trains alone
+    (DistributedType.NO, no gradient exchange). DeepSpeed must not get it:
+    Accelerate refuses DeepSpeed with cpu=True."""
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode: str) -> None:
     """Installs kcache (unless --no-kcache), builds the Accelerator, trains,
     writes this rank's result."""
@@ -67,6 +78,10 @@ def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode
         kcache.accelerate.install()  # the one call: Accelerate's regional path goes through kcache
     t0 = float(os.environ.get("BENCH_T0", T_START))
     accelerator = make_accelerator()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if accelerator.num_processes != world:  # a silent single-process fall back
+        raise SystemExit(f"Accelerate runs {accelerator.num_processes} process(es) as "
+                         f"{accelerator.distributed_type}, but WORLD_SIZE is {world}")
     torch.manual_seed(0)
     model = build_model(args.model, args.layers, args.hidden)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
