@@ -152,16 +152,18 @@ def main() -> None:
         return
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     root = Path(tempfile.mkdtemp(prefix="kcache-distributed-"))
-    results = []
+    results, earlier = [], []
     if args.merge and args.out.exists():
-        results = [r for r in json.loads(args.out.read_text())["results"]
-                   if not (r["mode"] in args.modes and r["n"] in args.ranks)]
+        old = json.loads(args.out.read_text())
+        earlier = old["meta"].get("earlier_runs", []) + [{k: old["meta"][k] for k in ("command", "date")}]
+        results = [r for r in old["results"] if not (r["mode"] in args.modes and r["n"] in args.ranks)]
     t0 = time.time()
     try:
         for n in args.ranks:
             for mode in args.modes:
                 results.append(run_mode(root, mode, n, args))
-                args.out.write_text(json.dumps({"meta": meta(args, t0), "results": results}, indent=1))
+                m = dict(meta(args, t0), earlier_runs=earlier) if earlier else meta(args, t0)
+                args.out.write_text(json.dumps({"meta": m, "results": results}, indent=1))
     except KeyboardInterrupt:
         raise SystemExit(130)
     finally:
