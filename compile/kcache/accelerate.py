@@ -6,8 +6,8 @@
                                                               use_regional_compilation=True))
     model, opt = accelerator.prepare(model, opt)   # regions compiled through kcache
 
-accelerate.accelerator imports compile_regions (and its DeepSpeed variant)
-by name, so patching accelerate.utils alone would change nothing: install()
+accelerate.accelerator imports compile_regions (and its DeepSpeed variant,
+and from 1.12 on its FSDP2 variant, which compiles blocks in place) by name, so patching accelerate.utils alone would change nothing: install()
 rebinds the names in every module that holds them. uninstall() restores them.
 """
 
@@ -25,10 +25,18 @@ def _deepspeed_variant(module, **compile_kwargs):
     compile_regions_in_place(module, **compile_kwargs)
 
 
+def _fsdp2_variant(module, **compile_kwargs):
+    # Accelerate >= 1.12's FSDP2 path: the blocks are compiled in place
+    # (nn.Module.compile), so fully_shard's hooks, added afterwards, still run.
+    compile_regions_in_place(module, **compile_kwargs)
+    return module
+
+
 def install() -> None:
     """Routes Accelerate's regional compilation through kcache (idempotent)."""
     replacements = {"compile_regions": compile_regions,
-                    "compile_regions_deepspeed": _deepspeed_variant}
+                    "compile_regions_deepspeed": _deepspeed_variant,
+                    "compile_regions_fsdp2": _fsdp2_variant}
     for mod_name in _MODULES:
         mod = importlib.import_module(mod_name)
         for attr, new in replacements.items():

@@ -31,6 +31,14 @@ def test_install_rebinds_accelerate_names():
     try:
         assert accelerate.accelerator.compile_regions is kcache.compile_regions
         assert accelerate.utils.compile_regions is kcache.compile_regions
+        # Every regional-compile entry Accelerate's prepare() calls (the
+        # DeepSpeed variant; from 1.12 the FSDP2 one) goes through kcache: a
+        # new variant in a later Accelerate fails here, not silently.
+        variants = [n for n in vars(accelerate.accelerator) if n.startswith("compile_regions")]
+        assert "compile_regions_deepspeed" in variants
+        for name in variants:
+            fn = getattr(accelerate.accelerator, name)
+            assert fn.__module__.startswith("kcache"), f"accelerate.accelerator.{name} not rebound"
     finally:
         kcache.accelerate.uninstall()
     assert accelerate.accelerator.compile_regions is original
