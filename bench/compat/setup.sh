@@ -8,10 +8,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 venv="$root/.venv-latest"
-[[ -x "$root/.venv/bin/python" ]] || "$root/scripts/setup.sh"
-python3 -m venv "$venv"
-site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-"$root/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/kcache-base.pth"
+"$root/bench/overlay_venv.sh" "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" \
   "transformers==${TRANSFORMERS:-5.24.0}" "accelerate==${ACCELERATE:-1.15.0}"
 "$venv/bin/python" -c "import torch, transformers, accelerate; print('torch', torch.__version__, 'transformers', transformers.__version__, 'accelerate', accelerate.__version__)"

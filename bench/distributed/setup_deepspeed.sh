@@ -7,10 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 venv="$root/.venv-deepspeed"
-[[ -x "$root/.venv/bin/python" ]] || "$root/scripts/setup.sh"
-python3 -m venv "$venv"
-site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-"$root/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/kcache-base.pth"
+"$root/bench/overlay_venv.sh" "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check wheel==0.48.0 setuptools==65.5.0
 "$venv/bin/pip" install -q --disable-pip-version-check hjson==3.1.0 py-cpuinfo==9.0.0 msgpack==1.2.4 \
   pydantic==2.14.4 einops==0.8.2 ninja==1.13.2
