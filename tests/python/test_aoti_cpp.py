@@ -164,6 +164,61 @@ def test_python_and_cpp_agree_on_region_keys(prewarmed):
     assert f"the plan says {key}" in proc.stderr
 
 
+def _replanned(prewarmed, name: str, field: str, edit) -> pathlib.Path:
+    """A copy of the plan with one region's key field edited and the region
+    re-keyed to match (so the key check passes and the next check speaks)."""
+    from kcache import _core
+
+    plan = json.loads((prewarmed["plan"] / "plan.json").read_text())
+    old = plan["stages"][1]["key"]  # a block's region
+    region = plan["regions"].pop(old)
+    region["fields"][field] = edit(region["fields"][field])
+    new = _core.compute_key({k: v.encode() for k, v in region["fields"].items()})
+    plan["regions"][new] = region
+    for stage in plan["stages"]:
+        if stage["key"] == old:
+            stage["key"] = new
+    out = prewarmed["tmp"] / name
+    shutil.copytree(prewarmed["plan"], out, dirs_exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan))
+    return out
+
+
+def _with_torch(toolchain: str, version: str) -> str:
+    fields = json.loads(toolchain)
+    fields["torch"] = version
+    return json.dumps(fields, sort_keys=True)
+
+
+def _with_isa(target: str, isa: str) -> str:
+    fields = json.loads(target)
+    fields["isa"] = isa
+    return json.dumps(fields, sort_keys=True)
+
+
+@GPT2_ONLY
+def test_a_region_from_another_torch_or_an_unknown_isa_is_refused(prewarmed):
+    env = _env(KCACHE_URL=prewarmed["server"].url, KCACHE_LOCAL_DIR=str(prewarmed["tmp"] / "filled-node"))
+    # Positive control: the re-keyed plan itself passes every check and runs.
+    same = _replanned(prewarmed, "same-plan", "toolchain", lambda t: t)
+    assert run_cpp(same, env, prewarmed["tmp"], check=False).returncode == 0
+    older = _replanned(prewarmed, "torch-plan", "toolchain", lambda t: _with_torch(t, "2.12.0"))
+    proc = run_cpp(older, env, prewarmed["tmp"], check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "was compiled by torch 2.12.0; this program links libtorch 2.13.0" in proc.stderr
+    alien = _replanned(prewarmed, "isa-plan", "target", lambda t: _with_isa(t, "avx2 quantum_vec"))
+    proc = run_cpp(alien, env, prewarmed["tmp"], check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "this CPU lacks (or kcache does not know) quantum_vec" in proc.stderr
+
+
+def test_the_compiler_trap_catches_a_compiler_call(tmp_path):
+    # Positive control for every "no compiler ran" assertion in this file.
+    path, log = _compiler_trap(tmp_path)
+    subprocess.run(["g++", "--version"], env=dict(os.environ, PATH=path), capture_output=True, check=True)
+    assert log.read_text().startswith("g++ --version")
+
+
 def _node_with_one_bundle_changed(prewarmed, name: str, change) -> tuple[pathlib.Path, str]:
     """A copy of the prewarm node tier with one region's stored bundle changed."""
     node = prewarmed["tmp"] / name
