@@ -2,6 +2,9 @@
 # The main demo: kcache-server on its embedded disk storage, and a real
 # training job (a 12-block GPT-2 built from a config) compiled cold, then
 # started again as a fresh process that fetches every region from the server.
+# The run (both jobs' figures and counters, the date, the machine's load) is
+# written to bench/demo/run.json (KCACHE_DEMO_OUT elsewhere); the README
+# quotes the committed one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -46,6 +49,7 @@ print(f"        PyTorch's counters: Dynamo traces {len(d['dynamo_traced'])}, "
 PY
 }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== cold: the job traces and compiles each distinct region once and uploads it"
 cold=$(run cold); summary cold "$cold"
 echo "== warm: a fresh process fetches every region; Dynamo traces nothing, PyTorch generates no code"
@@ -57,5 +61,18 @@ cs, ws = c["breakdown"]["to_first_step_s"], w["breakdown"]["to_first_step_s"]
 print(f"== time to first step: cold {cs:.1f} s -> warm {ws:.1f} s ({cs / ws:.1f}x sooner); "
       f"same losses: {c['losses'] == w['losses']}")
 PY
+out=${KCACHE_DEMO_OUT:-bench/demo/run.json}
+mkdir -p "$(dirname "$out")"
+.venv/bin/python - "$cold" "$warm" "$load_before" > "$out" <<'PY'
+import json, os, sys, time
+c, w = (json.loads(a) for a in sys.argv[1:3])
+print(json.dumps({"command": "bash scripts/demo.sh", "date": time.strftime("%Y-%m-%d %H:%M"),
+                  "cpus": os.cpu_count(), "load_average_before": sys.argv[3],
+                  "cold": c, "warm": w,
+                  "to_first_step_s": {"cold": c["breakdown"]["to_first_step_s"],
+                                      "warm": w["breakdown"]["to_first_step_s"]},
+                  "same_losses": c["losses"] == w["losses"]}, indent=1))
+PY
+echo "== this run: $out"
 echo "== the server's view (kcache stats)"
 build/dev/cli/kcache --server "$KCACHE_URL" stats | head -20
