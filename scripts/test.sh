@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, then runs the C++
 # tests (plain and under ASan+UBSan), docs/protocol.md's examples against a
-# real server, the bundle-reader and RESP-parser fuzzers for a bounded time
+# real server, the bundle-reader, RESP-parser and HTTP front-door fuzzers for a bounded time
 # each, the packaging check in a fresh virtual environment, and pytest
 # (real redis-server, real kcache-server, real torch.compile).
 #   FUZZ_SECONDS  budget of each fuzzer (default 60)
