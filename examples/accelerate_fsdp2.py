@@ -3,13 +3,14 @@
     accelerate launch --num-processes 2 examples/accelerate_fsdp2.py --out /tmp/fsdp2
     torchrun --standalone --nproc-per-node 2 examples/accelerate_fsdp2.py --out /tmp/fsdp2
 
-Accelerate's FSDP2 path compiles the regions first (compile_regions, which
-kcache.accelerate.install() routes through kcache) and then shards every
-transformer block with fully_shard. The job itself is examples/accelerate_job.py.
+Accelerate's FSDP2 path compiles the regions first (compile_regions in
+1.11, compile_regions_fsdp2 from 1.12 on; kcache.accelerate.install()
+routes both through kcache) and then shards every transformer block with
+fully_shard. The job itself is examples/accelerate_job.py.
 
 On CPU, Accelerate (1.11 to 1.15) never selects FSDP: it decides the
-distributed type from the device, and a CPU job is MULTI_CPU (plain DDP)
-whatever fsdp_plugin says. fully_shard itself runs on CPU with gloo, so on
+distributed type from the device, and a CPU job is MULTI_CPU (plain DDP;
+with cpu=True from 1.15 on) whatever fsdp_plugin says. fully_shard itself runs on CPU with gloo, so on
 a CPU-only machine this script switches the Accelerator's state to FSDP
 before prepare() (cpu_fsdp_shim below; docs/distributed.md). On a GPU the
 shim does nothing.

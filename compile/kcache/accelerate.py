@@ -7,7 +7,8 @@
     model, opt = accelerator.prepare(model, opt)   # regions compiled through kcache
 
 accelerate.accelerator imports compile_regions (and its DeepSpeed variant,
-and from 1.12 on its FSDP2 variant, which compiles blocks in place) by name, so patching accelerate.utils alone would change nothing: install()
+and from 1.12 on its FSDP2 variant, which compiles blocks in place) by
+name, so patching accelerate.utils alone would change nothing: install()
 rebinds the names in every module that holds them. uninstall() restores them.
 """
 
