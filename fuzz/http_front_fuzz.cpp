@@ -26,6 +26,7 @@
 
 #include "server/http/authorizer.hpp"
 #include "server/http/http_types.hpp"
+#include "server/http/request_head.hpp"
 #include "server/http/router.hpp"
 
 namespace {
@@ -82,13 +83,7 @@ Role token_role(const Request& req) {
 // What the front door decided, as text (compared between the two feeds).
 std::string front_door(const http::request<http::string_body>& h) {
   Request req;
-  req.method = std::string(h.method_string());
-  req.target = std::string(h.target());
-  for (const auto& f : h) {
-    std::string name(f.name_string());
-    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    req.headers.emplace_back(std::move(name), std::string(f.value()));
-  }
+  fill_request_head(h, req);  // the session's own conversion
   auto qpos = req.target.find('?');
   req.path = req.target.substr(0, qpos);
   auto query = parse_query(qpos == std::string::npos ? std::string_view{}

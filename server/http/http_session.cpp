@@ -1,5 +1,6 @@
 #include "server/http/http_session.hpp"
 
+#include "server/http/request_head.hpp"
 #include "server/http/upload_body.hpp"
 
 #include <algorithm>
@@ -334,13 +335,7 @@ asio::awaitable<void> Session<Stream>::serve() {
     }
     req.id = ++g_request_ids;
     auto& h = parser.get();
-    req.method = std::string(h.method_string());
-    req.target = std::string(h.target());
-    for (const auto& f : h) {
-      std::string name(f.name_string());
-      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      req.headers.emplace_back(std::move(name), std::string(f.value()));
-    }
+    fill_request_head(h, req);
     const unsigned version = h.version();
     const bool head = h.method() == http::verb::head;
     const bool keep_alive = h.keep_alive();
