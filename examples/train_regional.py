@@ -142,6 +142,9 @@ def main() -> None:
         # compares two runs: the vector ISA Inductor picked and the threads.
         "vec_isa": adaptor.cpu_vec_isa() if args.compiler != "eager" else None,
         "threads": torch.get_num_threads(),
+        # Inductor's compiler modules this process imported: none on a warm
+        # start from precompiled regions (docs/precompiled.md).
+        "compiler_modules": adaptor.compiler_modules_imported(),
     }))
 
 

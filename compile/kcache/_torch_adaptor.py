@@ -19,7 +19,9 @@ What it provides:
 - PyTorch's own counters, which tests use to prove hits;
 - precompiled regions: Dynamo's own output for one block (aot_compile),
   serialized, deserialized, its guards checked and its constants read
-  (kcache.precompiled, docs/precompiled.md).
+  (kcache.precompiled, docs/precompiled.md), loaded with stand-ins for
+  Inductor's compiler modules that its generated code imports but does not
+  need (kcache/_torch_adaptor_imports.py, this adaptor's second file).
 """
 
 from __future__ import annotations
@@ -583,16 +585,40 @@ def serialize_aot(fn) -> bytes:
         info.inlined_sources = saved
 
 
-def deserialize_aot(data: bytes, f_globals: dict[str, Any]):
+def extern_kernel_table() -> dict[str, str]:
+    """The extern kernels Inductor's generated code may call, each with
+    where a warm process finds it without importing Inductor's compiler
+    (recorded in a precompiled bundle; kcache/_torch_adaptor_imports.py)."""
+    from . import _torch_adaptor_imports
+
+    return _torch_adaptor_imports.extern_kernel_table()
+
+
+def compiler_modules_imported() -> list[str]:
+    """Which of Inductor's compiler modules this process has imported (a
+    warm process on precompiled regions imports none: tests and the demo
+    job report it)."""
+    from . import _torch_adaptor_imports
+
+    return _torch_adaptor_imports.compiler_modules_imported()
+
+
+def deserialize_aot(data: bytes, f_globals: dict[str, Any],
+                    extern_kernels: dict[str, str] | None = None):
     """An AOTCompiledFunction from serialize_aot's bytes. Runs no Dynamo,
     AOTAutograd or Inductor codegen; Inductor's generated modules are written
     and their C++ libraries loaded from the cache dir (restore them first).
+    With the bundle's extern-kernel table, the generated modules load
+    without importing Inductor's compiler (kcache/_torch_adaptor_imports.py).
     Raises PrecompileUnsupported when the bytes are for another system or a
     source file the function inlined has changed."""
     from torch._dynamo.aot_compile import AOTCompiledFunction
 
+    from ._torch_adaptor_imports import light_imports
+
     try:
-        fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
+        with light_imports(extern_kernels):
+            fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
     except Exception as e:  # noqa: BLE001 - another torch, a changed module, bad bytes
         raise PrecompileUnsupported(_first_line(e)) from e
     changed = changed_sources(fn)

@@ -237,7 +237,8 @@ class PrecompiledRegion:
     def _pack_variant(self, vkey: str, vexpl: str, fn, binaries, seconds: float) -> bytes:
         blob = bundle_io.pack_precompiled(
             vkey, vexpl, aot_function=adaptor.serialize_aot(fn), binaries=binaries,
-            compile_seconds=seconds, extra={"inlined_sources": adaptor.inlined_sources(fn)})
+            compile_seconds=seconds, extra={"inlined_sources": adaptor.inlined_sources(fn),
+                   "extern_kernels": adaptor.extern_kernel_table()})
         stats.bump(bytes_stored=len(blob))
         return blob
 
@@ -294,7 +295,8 @@ class PrecompiledRegion:
             raise ValueError("bundle has no precompiled function")
         adaptor.restore_region(b"", bundle.binaries)
         with adaptor.record_loaded_libraries() as loaded:
-            fn = adaptor.deserialize_aot(bundle.aot_function, _F_GLOBALS)
+            fn = adaptor.deserialize_aot(bundle.aot_function, _F_GLOBALS,
+                                         bundle.manifest.get("extern_kernels"))
         from .backend import _report_binary_misses
 
         _report_binary_misses(vkey, set(loaded) - set(bundle.binaries))

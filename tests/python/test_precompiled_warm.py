@@ -93,6 +93,10 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         assert warm["aot_autograd"].get("autograd_cache_miss", 0) == 0
         # The host compiler built none of the model's kernels, nor the ISA probes.
         assert warm["region_compiles"] == [] and warm["builds"] == [], warm["builds"][:3]
+        # Loading imported none of Inductor's compiler (lowering, IR,
+        # scheduler, codegen); the cold run, which compiled, did.
+        assert "torch._inductor.lowering" in cold["compiler_modules"]
+        assert warm["compiler_modules"] == [], warm["compiler_modules"]
         # 50 AdamW steps: bit-identical losses and gradients.
         assert len(warm["losses"]) == 50
         assert warm["losses"] == cold["losses"]

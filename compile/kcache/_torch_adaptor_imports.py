@@ -1,0 +1,204 @@
+"""Part of the torch adaptor: loading a precompiled region without importing
+Inductor's compiler.
+
+A warm process that deserializes a precompiled region runs Inductor's
+generated modules. Their header imports three names whose modules pull in
+all of Inductor's compiler (lowering, IR, scheduler, code generation, the
+kernel templates): about 1 CPU-second on this machine, most of what a warm
+start still cost once Dynamo, AOTAutograd and the kernel builds were gone
+(docs/precompiled.md, "What a warm start still costs"):
+
+  from torch._inductor.codegen.memory_planning import _align as align
+  from torch._inductor.select_algorithm import extern_kernels
+  (then PyTorch's cache-hit path)  from .graph import GraphLowering
+  (and every call)                 torch._inductor.debug.RECORD_GRAPH_EXECUTION
+
+None of them needs the compiler. While kcache deserializes a region (and
+only then, and only for modules not yet imported), `light_imports()` puts
+stand-ins for those modules in sys.modules that hold the same objects:
+
+- memory_planning's `_align` is torch._inductor.utils._align (the very
+  object memory_planning imports);
+- select_algorithm's `extern_kernels` is a namespace of the extern kernels
+  the generated code calls (torch.mm, torch.addmm, torch.ops.mkldnn...),
+  resolved from a table recorded when the region was compiled, where each
+  entry was checked to be the identical object PyTorch registers;
+- graph's `GraphLowering.save_output_code` and debug's
+  `RECORD_GRAPH_EXECUTION` are PyTorch's test hooks, None and False unless
+  a test sets them (which imports the real module first).
+
+Any other attribute of a stand-in, or an extern kernel the table lacks,
+ends the stand-ins (removes them from sys.modules), imports the real
+module and answers from it: never a wrong object, at worst today's cost.
+The stand-ins leave sys.modules when the load ends; the package attribute
+torch._inductor.debug is replaced by the real module when that is imported.
+tests/python/test_light_imports.py checks every one of these facts against
+the real modules, so a torch that changes them fails there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+SELECT_ALGORITHM = "torch._inductor.select_algorithm"
+MEMORY_PLANNING = "torch._inductor.codegen.memory_planning"
+GRAPH = "torch._inductor.graph"
+DEBUG = "torch._inductor.debug"
+# What PyTorch's generated modules and its cache-hit path would import
+# through the stand-ins: tests assert none of them is imported by a load.
+COMPILER_MODULES = (SELECT_ALGORITHM, MEMORY_PLANNING, GRAPH, DEBUG, "torch._inductor.lowering",
+                    "torch._inductor.ir", "torch._inductor.scheduler",
+                    "torch._inductor.codegen.wrapper")
+DEBUG_DEFAULTS = {"RECORD_GRAPH_EXECUTION": False, "GRAPH_EXECUTION_ORDER": None,
+                  "GRAPH_COMPILE_IDS": None}
+
+_active: dict[str, types.ModuleType] = {}
+_stats = {"loads_light": 0, "real_imports": 0}
+
+
+# ------------------------------------------------------------ the table
+
+
+def _locate(obj: Any) -> str | None:
+    """Where a warm process finds `obj` without Inductor: "torch:mm" or
+    "ops:mkldnn._linear_pointwise.binary"; None if neither is `obj`."""
+    if isinstance(obj, torch._ops.OpOverloadPacket | torch._ops.OpOverload):
+        loc = f"ops:{obj}"
+    else:
+        loc = f"torch:{getattr(obj, '__name__', '')}"
+    try:
+        return loc if _resolve(loc) is obj else None
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _resolve(loc: str) -> Any:
+    kind, path = loc.split(":", 1)
+    obj: Any = torch if kind == "torch" else torch.ops
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def extern_kernel_table() -> dict[str, str]:
+    """Name -> locator for every extern kernel Inductor registered that a
+    warm process can find without Inductor (each checked to be the same
+    object). Called where Inductor has compiled, so the registry is full."""
+    from torch._inductor.select_algorithm import extern_kernels
+
+    table = {}
+    for name, obj in vars(extern_kernels).items():
+        loc = _locate(obj)
+        if loc is not None:
+            table[name] = loc
+    return table
+
+
+# ------------------------------------------------------------ stand-ins
+
+
+def _end() -> None:
+    """Removes every stand-in from sys.modules, so the next import of one
+    of those modules is the real one."""
+    for name, mod in list(_active.items()):
+        if sys.modules.get(name) is mod:
+            del sys.modules[name]
+    _active.clear()
+
+
+def _real(name: str) -> types.ModuleType:
+    _end()
+    _stats["real_imports"] += 1
+    return importlib.import_module(name)
+
+
+class _ExternKernels:
+    """select_algorithm.extern_kernels for generated code: the recorded
+    kernels, anything else from the real namespace."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.__dict__["_table"] = dict(table)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        table = self.__dict__["_table"]
+        if name in table:
+            try:
+                obj = _resolve(table[name])
+            except (AttributeError, RuntimeError):
+                obj = getattr(_real(SELECT_ALGORITHM).extern_kernels, name)
+        else:
+            obj = getattr(_real(SELECT_ALGORITHM).extern_kernels, name)
+        self.__dict__[name] = obj
+        return obj
+
+
+def _stand_in(name: str, attrs: dict[str, Any]) -> types.ModuleType:
+    mod = types.ModuleType(name, "kcache's stand-in (kcache/_torch_adaptor_imports.py)")
+
+    def __getattr__(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(_real(name), attr)
+
+    mod.__dict__.update(attrs, __getattr__=__getattr__, __kcache_stand_in__=True)
+    return mod
+
+
+class _GraphLowering:
+    save_output_code = None  # PyTorch's test hook, read on every cache hit
+
+
+def _stand_ins(table: dict[str, str]) -> dict[str, dict[str, Any]]:
+    from torch._inductor import utils
+
+    return {MEMORY_PLANNING: {"_align": utils._align},
+            SELECT_ALGORITHM: {"extern_kernels": _ExternKernels(table)},
+            GRAPH: {"GraphLowering": _GraphLowering}}
+
+
+@contextlib.contextmanager
+def light_imports(table: dict[str, str] | None) -> Iterator[None]:
+    """Stand-ins for Inductor's compiler modules while a region loads.
+    `table` is the region's recorded extern-kernel table (None: no stand-ins
+    at all, today's imports)."""
+    if table is None or _active:
+        yield
+        return
+    import torch._inductor as inductor
+
+    for name, attrs in _stand_ins(table).items():
+        if name not in sys.modules:
+            _active[name] = sys.modules[name] = _stand_in(name, attrs)
+    if DEBUG not in sys.modules and "debug" not in vars(inductor):
+        # Read as an attribute on every call of a compiled graph; the real
+        # module's import replaces it.
+        inductor.debug = _stand_in(DEBUG, DEBUG_DEFAULTS)
+    _stats["loads_light"] += 1
+    try:
+        yield
+    finally:
+        _end()
+
+
+def compiler_modules_imported() -> list[str]:
+    """Which of Inductor's compiler modules this process has imported for
+    real (stand-ins do not count)."""
+    return [m for m in COMPILER_MODULES
+            if m in sys.modules and not is_stand_in(sys.modules[m])]
+
+
+def is_stand_in(mod: Any) -> bool:
+    return getattr(mod, "__dict__", {}).get("__kcache_stand_in__") is True
+
+
+def stats() -> dict[str, int]:
+    return dict(_stats)

@@ -1,0 +1,141 @@
+"""The adaptor's stand-ins for Inductor's compiler modules
+(kcache/_torch_adaptor_imports.py), checked against the real modules of the
+pinned torch: each stand-in holds the very objects the real module holds,
+the generated code's header still imports what the stand-ins provide, a
+load through them imports no compiler module, and anything else they are
+asked for is answered by the real module. Each check runs in a fresh
+process, since this one may have imported Inductor already.
+(The end-to-end proof on a real warm start is in test_precompiled_warm.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+from kc_testing import PYTHON, python_env
+
+# What Inductor's generated Python module imports from the compiler
+# (torch/_inductor/codegen/wrapper.py, torch 2.13).
+HEADER = textwrap.dedent("""\
+    import torch
+    from torch._inductor.hooks import run_intermediate_hooks
+    from torch._inductor.utils import maybe_profile
+    from torch._inductor.codegen.memory_planning import _align as align
+    from torch import device, empty_strided
+    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.select_algorithm import extern_kernels
+    """)
+
+
+def run(code: str) -> dict:
+    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env=python_env(), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_stand_ins_hold_the_objects_the_real_modules_hold():
+    r = run("""
+        import inspect, json
+        import torch
+        from torch._inductor import codecache, debug, output_code, utils, wrapper_benchmark
+        from torch._inductor.codegen import memory_planning, wrapper
+        from torch._inductor.graph import GraphLowering
+        from torch._inductor.select_algorithm import extern_kernels
+        from kcache import _torch_adaptor_imports as L
+
+        table = L.extern_kernel_table()
+        same = {n: L._resolve(loc) is getattr(extern_kernels, n) for n, loc in table.items()}
+        header = inspect.getsource(wrapper.PythonWrapperCodegen.write_header)
+        print(json.dumps({
+            "table": table, "same": same,
+            "unlocated": sorted(set(vars(extern_kernels)) - set(table)),
+            "align": memory_planning._align is utils._align,
+            "save_output_code": GraphLowering.save_output_code,
+            "debug": {k: getattr(debug, k) for k in L.DEBUG_DEFAULTS},
+            "header": header,
+            "hit_path": inspect.getsource(codecache.FxGraphCache.cache_hit_post_compile),
+            "call_path": inspect.getsource(output_code.CompiledFxGraph.__call__),
+        }))
+        """)
+    assert r["table"]["mm"] == "torch:mm" and r["table"]["addmm"] == "torch:addmm"
+    assert any(loc.startswith("ops:") for loc in r["table"].values())
+    assert all(r["same"].values()) and len(r["same"]) >= 15, r["same"]
+    # Python functions in Inductor's kernel modules are not in the table:
+    # a stand-in asks the real module for those.
+    assert "bias_addmm" in r["unlocated"]
+    assert r["align"] is True
+    assert r["save_output_code"] is None
+    assert r["debug"] == {"RECORD_GRAPH_EXECUTION": False, "GRAPH_EXECUTION_ORDER": None,
+                          "GRAPH_COMPILE_IDS": None}
+    for line in HEADER.splitlines():
+        if "memory_planning" in line or "select_algorithm" in line:
+            assert line in r["header"], line
+    assert "from .graph import GraphLowering" in r["hit_path"]
+    assert "GraphLowering.save_output_code" in r["hit_path"]
+    assert "torch._inductor.debug.RECORD_GRAPH_EXECUTION" in r["call_path"]
+
+
+def test_a_load_imports_no_compiler_module_and_the_real_one_answers_the_rest():
+    table = run("""
+        import json
+        from torch._inductor.select_algorithm import extern_kernels  # noqa: F401
+        from kcache import _torch_adaptor_imports as L
+        print(json.dumps(L.extern_kernel_table()))
+        """)
+    r = run(f"""
+        import json, sys
+        import torch
+        from kcache import _torch_adaptor_imports as L
+
+        header = {HEADER!r}
+        a, b = torch.randn(3, 4), torch.randn(4, 5)
+        with L.light_imports({table!r}):
+            gen = {{}}
+            exec(compile(header, "generated.py", "exec"), gen)
+            out = gen["extern_kernels"].mm(a, b)
+            loaded = L.compiler_modules_imported()
+            debug_flag = torch._inductor.debug.RECORD_GRAPH_EXECUTION
+            from torch._inductor.graph import GraphLowering
+            hook = GraphLowering.save_output_code
+            # Not in the table: the real select_algorithm answers.
+            bias_addmm = gen["extern_kernels"].bias_addmm
+            real = sys.modules["torch._inductor.select_algorithm"]
+        after = [m for m, mod in list(sys.modules.items()) if L.is_stand_in(mod)]
+        import torch._inductor.select_algorithm as sa
+        from torch._inductor.kernel.mm import bias_addmm as real_bias_addmm
+        print(json.dumps({{
+            "mm_ok": bool(torch.equal(out, a @ b)), "loaded": loaded,
+            "debug_flag": debug_flag, "hook": hook,
+            "bias_addmm_real": bias_addmm is real_bias_addmm,
+            "real_is_real": not L.is_stand_in(real) and real is sa,
+            "stand_ins_left": after, "stats": L.stats(),
+            "mm_is_torch_mm": gen["extern_kernels"].mm is torch.mm,
+        }}))
+        """)
+    assert r["mm_ok"] and r["mm_is_torch_mm"]
+    assert r["loaded"] == [], r["loaded"]
+    assert r["debug_flag"] is False and r["hook"] is None
+    assert r["bias_addmm_real"] and r["real_is_real"]
+    assert r["stand_ins_left"] == []
+    assert r["stats"] == {"loads_light": 1, "real_imports": 1}
+
+
+def test_without_a_table_nothing_is_stood_in_and_nothing_leaks():
+    r = run("""
+        import json, sys
+        import torch
+        from kcache import _torch_adaptor_imports as L
+        with L.light_imports(None):
+            none = [m for m in L.COMPILER_MODULES if m in sys.modules]  # not even stand-ins
+        with L.light_imports({"mm": "torch:mm"}):
+            inside = "torch._inductor.select_algorithm" in sys.modules
+        left = "torch._inductor.select_algorithm" in sys.modules
+        import torch._inductor.select_algorithm as sa
+        print(json.dumps({"none": none, "inside": inside, "left": left,
+                          "real": hasattr(sa, "ExternKernelChoice"), "stats": L.stats()}))
+        """)
+    assert r["none"] == [] and r["inside"] is True and r["left"] is False
+    assert r["real"] is True
+    assert r["stats"] == {"loads_light": 1, "real_imports": 0}
