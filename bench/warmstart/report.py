@@ -43,7 +43,12 @@ def verdicts(row: dict) -> list[tuple[str, bool, str]]:
         ("precompiled warm traced nothing",
          c["kcache_precompiled"]["dynamo_traces"] == 0,
          f"{c['kcache_precompiled']['dynamo_traces']} Dynamo traces"),
-    ]
+    ] + ([] if c["kcache_precompiled"].get("compiler_modules") is None else [
+        ("precompiled warm imported none of Inductor's compiler",
+         c["kcache_precompiled"]["compiler_modules"] == [],
+         ", ".join(c["kcache_precompiled"]["compiler_modules"]) or "lowering, IR, scheduler, "
+         "codegen, select_algorithm: none imported"),
+    ])
 
 
 def _runs(cell: dict) -> str:

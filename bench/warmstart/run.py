@@ -71,7 +71,8 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
             "losses": r["losses"][:1], "dynamo_traces": len(r["dynamo_traced"]),
             "fxgraph_miss": r["inductor"].get("fxgraph_cache_miss", 0),
             "fxgraph_hit": r["inductor"].get("fxgraph_cache_hit", 0),
-            "autograd_miss": r["aot_autograd"].get("autograd_cache_miss", 0)}
+            "autograd_miss": r["aot_autograd"].get("autograd_cache_miss", 0),
+            "compiler_modules": r.get("compiler_modules")}
     if r.get("kcache"):
         k = r["kcache"]
         cell["kcache"] = {n: k[n] for n in ("hits_node", "hits_server", "misses", "compiles",

@@ -83,8 +83,19 @@ def _required() -> dict[str, bool]:
         "torch._inductor.config.aot_inductor.package_constants_in_so": hasattr(
             torch._inductor.config.aot_inductor, "package_constants_in_so"),
         "torch._inductor.cpu_vec_isa.VecISA.check_build(self, code)": _has_isa_checks(),
+        "torch._inductor.codecache._precompile_header (called by CppCodeCache.load_async)":
+            _loader_precompiles_headers(),
         **_precompile_required(),
     }
+
+
+def _loader_precompiles_headers() -> bool:
+    import inspect
+
+    from torch._inductor import codecache
+
+    return callable(getattr(codecache, "_precompile_header", None)) and \
+        "_precompile_header(" in inspect.getsource(codecache.CppCodeCache.load_async)
 
 
 def _has_isa_checks() -> bool:
@@ -603,6 +614,32 @@ def compiler_modules_imported() -> list[str]:
     return _torch_adaptor_imports.compiler_modules_imported()
 
 
+@contextlib.contextmanager
+def without_header_precompiling() -> Iterator[None]:
+    """Loading restored kernel libraries needs no precompiled header.
+
+    PyTorch's loader (CppCodeCache.load_async) precompiles ATen's kernel
+    header before it looks for the library: a `g++ -E` of the whole header
+    and an `openssl sha512` in every process that loads a CPU kernel, and,
+    where that header has no .gch yet, a 150 MB precompiled-header build.
+    Those headers live under the system temp dir, not the Inductor cache
+    dir, so a fresh container builds one although every library is there.
+    The library's name does not depend on the header (its key is computed
+    from the command line before the header is added), so skipping the
+    header while restored regions load finds the same libraries; a library
+    that is missing is built without it, with the same flags otherwise.
+    (Not a config patch: inductor config is part of FX-graph cache keys.)
+    """
+    from torch._inductor import codecache
+
+    real = codecache._precompile_header
+    codecache._precompile_header = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        codecache._precompile_header = real
+
+
 def deserialize_aot(data: bytes, f_globals: dict[str, Any],
                     extern_kernels: dict[str, str] | None = None):
     """An AOTCompiledFunction from serialize_aot's bytes. Runs no Dynamo,
@@ -617,7 +654,7 @@ def deserialize_aot(data: bytes, f_globals: dict[str, Any],
     from ._torch_adaptor_imports import light_imports
 
     try:
-        with light_imports(extern_kernels):
+        with light_imports(extern_kernels), without_header_precompiling():
             fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
     except Exception as e:  # noqa: BLE001 - another torch, a changed module, bad bytes
         raise PrecompileUnsupported(_first_line(e)) from e

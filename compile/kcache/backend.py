@@ -173,7 +173,7 @@ class RegionBackend:
         stats.bump(**{tier: 1}, bytes_fetched=len(data),
                    compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
         log.info("kcache: %s hit %s %s", source, key[:12], bundle.manifest.get("label"))
-        with adaptor.record_loaded_libraries() as loaded:
+        with adaptor.record_loaded_libraries() as loaded, adaptor.without_header_precompiling():
             compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
         _report_binary_misses(key, set(loaded) - set(bundle.binaries))
         if verify_first_use.enabled():

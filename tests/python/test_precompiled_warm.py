@@ -25,9 +25,13 @@ JOB = str(REPO / "examples" / "train_regional.py")
 def start_job(tmp_path, cxx, name, url, *extra, layers=12, steps=50):
     wrapper, _ = cxx
     log = tmp_path / f"cxx-{name}.log"
+    # A fresh container: its own node tier, Inductor dir and temp dir (where
+    # PyTorch keeps its precompiled kernel headers, outside the Inductor dir).
+    tmp = tmp_path / f"tmp-{name}"
+    tmp.mkdir(exist_ok=True)
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
-                     KCACHE_TEST_CXX_LOG=str(log), OMP_NUM_THREADS="1")
+                     KCACHE_TEST_CXX_LOG=str(log), OMP_NUM_THREADS="1", TMPDIR=str(tmp))
     proc = subprocess.Popen([PYTHON, JOB, "--layers", str(layers), "--steps", str(steps), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return proc, log
@@ -40,6 +44,8 @@ def finish(proc, log: pathlib.Path) -> dict:
     lines = log.read_text().splitlines() if log.exists() else []
     result["region_compiles"] = [l for l in lines if _is_region_compile(l)]
     result["builds"] = [l for l in lines if _is_build(l)]
+    # Every host-compiler run but kcache's `-march=native` query (preprocessing too).
+    result["compiler_runs"] = [l for l in lines if "--help" not in l]
     result["stderr"] = stderr
     return result
 
@@ -93,6 +99,10 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         assert warm["aot_autograd"].get("autograd_cache_miss", 0) == 0
         # The host compiler built none of the model's kernels, nor the ISA probes.
         assert warm["region_compiles"] == [] and warm["builds"] == [], warm["builds"][:3]
+        # Not even a preprocessor pass or a precompiled header: PyTorch's
+        # loader would build one in a fresh temp dir (the cold run did).
+        assert any(".gch" in l or ".pch" in l for l in cold["compiler_runs"]), cold["compiler_runs"][:3]
+        assert warm["compiler_runs"] == [], warm["compiler_runs"][:3]
         # Loading imported none of Inductor's compiler (lowering, IR,
         # scheduler, codegen); the cold run, which compiled, did.
         assert "torch._inductor.lowering" in cold["compiler_modules"]

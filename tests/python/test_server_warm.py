@@ -19,9 +19,13 @@ LAYERS = 12
 def run_job(tmp_path, cxx, name, url):
     wrapper, _ = cxx
     log = tmp_path / f"cxx-{name}.log"
+    # A fresh container: its own temp dir too, where PyTorch keeps the
+    # precompiled kernel header (outside the Inductor dir).
+    tmp = tmp_path / f"tmp-{name}"
+    tmp.mkdir()
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
-                     KCACHE_TEST_CXX_LOG=str(log), KCACHE_PRECOMPILED="0")
+                     KCACHE_TEST_CXX_LOG=str(log), KCACHE_PRECOMPILED="0", TMPDIR=str(tmp))
     # --kv-cache: transformers' default, where Dynamo traces every block
     # (layer_idx is read) and kcache reuses the region's artifact in-process.
     out = subprocess.run([PYTHON, str(REPO / "examples" / "train_regional.py"), "--layers", str(LAYERS),
@@ -32,6 +36,7 @@ def run_job(tmp_path, cxx, name, url):
     lines = log.read_text().splitlines() if log.exists() else []
     result["region_compiles"] = [l for l in lines if _is_region_compile(l)]
     result["builds"] = [l for l in lines if _is_build(l)]
+    result["header_builds"] = [l for l in lines if ".gch" in l or ".pch" in l]
     return result
 
 
@@ -66,6 +71,9 @@ def test_twelve_block_gpt2_warm_from_the_server(tmp_path, cxx_wrapper):
         # The host compiler built none of the model's kernels.
         assert warm["region_compiles"] == []
         assert warm["builds"] == []  # not even Inductor's ISA probes (shipped by kcache)
+        # Nor the precompiled kernel header PyTorch's loader builds in a
+        # fresh temp dir before it finds the restored libraries (cold did).
+        assert cold["header_builds"] and warm["header_builds"] == []
         # The server saw the hits.
         after_warm = server.metrics()
         assert after_warm["kcache_cache_hits_total"] - after_cold["kcache_cache_hits_total"] >= k["compiles"]
