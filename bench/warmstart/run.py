@@ -57,7 +57,13 @@ REPEATS = 5  # the cells the targets compare run this often; each reports its me
 def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, inductor: str,
              **env_extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KCACHE_", "TORCHINDUCTOR_"))}
-    env.update(TORCHINDUCTOR_CACHE_DIR=str(work / inductor), **env_extra)
+    # The temp dir goes with the Inductor dir: PyTorch keeps its precompiled
+    # kernel header there (outside the Inductor dir), so a cell on a fresh
+    # Inductor dir is a fresh container, and the warm local dir keeps the
+    # cold run's header as a warm node would.
+    tmp = work / f"tmp-{inductor}"
+    tmp.mkdir(exist_ok=True)
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(work / inductor), TMPDIR=str(tmp), **env_extra)
     extra = env.pop("JOB_ARGS", "").split()
     cmd = [sys.executable, str(JOB), "--model", model, "--layers", str(layers), "--hidden",
            str(HIDDEN), "--steps", str(STEPS), "--compiler", compiler, *extra]
