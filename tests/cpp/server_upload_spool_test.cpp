@@ -1,6 +1,7 @@
-// UploadSpool (server/http/upload_spool.hpp): the bytes come back identical
-// through the mapping, the file is private and nameless, and closing it
-// leaves nothing in the directory.
+// UploadSpool (server/http/upload_spool.hpp) and the upload body that moves
+// to it past its threshold (server/http/upload_body.hpp): the bytes come
+// back identical through the mapping, the file is private and nameless, and
+// closing it leaves nothing in the directory.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,14 +11,19 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
 
+#include "server/config.hpp"
+#include "server/http/upload_body.hpp"
 #include "server/http/upload_spool.hpp"
 
 namespace kcache::server {
 namespace {
 
 namespace fs = std::filesystem;
+namespace http = boost::beast::http;
 
 struct TempDir {
   fs::path path;
@@ -135,6 +141,79 @@ TEST(UploadSpool, DefaultsToTheDiskStoragesTmp) {
   const std::string expected = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
   EXPECT_EQ(default_spool_dir("memory:"), expected);
   EXPECT_EQ(default_spool_dir("redis://127.0.0.1:6379/0"), expected);
+}
+
+TEST(UploadSpool, ConfiguredByFlags) {
+  const char* plain[] = {"kcache-server"};
+  auto d = parse_config(1, plain, nullptr);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->upload_spool_threshold, 1u << 20);
+  EXPECT_EQ(d->upload_spool_dir, "");  // resolved at startup: default_spool_dir()
+  const char* argv[] = {"kcache-server", "--upload-spool-threshold", "4M", "--upload-spool-dir", "/srv/spool"};
+  auto c = parse_config(5, argv, nullptr);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->upload_spool_threshold, 4u << 20);
+  EXPECT_EQ(c->upload_spool_dir, "/srv/spool");
+}
+
+// Feeds a whole PUT with a body of `body` through a Beast parser on UploadBody.
+void parse_put(http::request_parser<UploadBody>& parser, const std::vector<std::uint8_t>& body,
+               std::optional<std::uint64_t> spool_above, const std::string& dir, boost::beast::error_code& ec) {
+  parser.body_limit(1ull << 30);
+  parser.get().body().spool_above = spool_above;
+  parser.get().body().spool_dir = dir;
+  std::string head = "PUT /v1/artifacts/x HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  parser.put(boost::asio::buffer(head), ec);
+  std::size_t at = 0;
+  while (!ec && at < body.size()) {  // in pieces, as a socket delivers them
+    const std::size_t n = std::min<std::size_t>(64 << 10, body.size() - at);
+    at += parser.put(boost::asio::buffer(body.data() + at, n), ec);
+  }
+}
+
+TEST(UploadBody, MovesToTheSpoolPastTheThreshold) {
+  TempDir dir;
+  auto body = random_bytes(1 << 20, 4);
+  boost::beast::error_code ec;
+  http::request_parser<UploadBody> parser;
+  parse_put(parser, body, 100'000, dir.path.string(), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_done());
+  auto& got = parser.get().body();
+  ASSERT_TRUE(got.spool);
+  EXPECT_EQ(got.memory.capacity(), 0u) << "the bytes before the threshold stayed in memory";
+  EXPECT_EQ(got.size(), body.size());
+  auto m = got.spool->map();
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(std::equal(body.begin(), body.end(), m->bytes().begin(), m->bytes().end()));
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(UploadBody, StaysInMemoryUpToTheThresholdOrWithoutOne) {
+  TempDir dir;
+  auto body = random_bytes(100'000, 5);
+  for (std::optional<std::uint64_t> above : {std::optional<std::uint64_t>(100'000), std::optional<std::uint64_t>()}) {
+    boost::beast::error_code ec;
+    http::request_parser<UploadBody> parser;
+    parse_put(parser, body, above, dir.path.string(), ec);
+    ASSERT_FALSE(ec) << ec.message();
+    auto& got = parser.get().body();
+    EXPECT_FALSE(got.spool);
+    EXPECT_EQ(got.memory, body);
+  }
+  EXPECT_TRUE(open_files_in(dir.path).empty());
+}
+
+TEST(UploadBody, AnUnusableSpoolStopsTheReadWithItsError) {
+  auto body = random_bytes(200'000, 6);
+  boost::beast::error_code ec;
+  http::request_parser<UploadBody> parser;
+  parse_put(parser, body, 1000, "/nonexistent-kcache-spool", ec);
+  EXPECT_TRUE(ec);
+  auto& got = parser.get().body();
+  ASSERT_TRUE(got.spool_error);
+  EXPECT_EQ(got.spool_error->code, Errc::not_found);
+  EXPECT_FALSE(got.spool);
 }
 
 }  // namespace
