@@ -27,6 +27,9 @@ namespace kcache::server {
 // --upload-spool-threshold) an UploadSpool file in `spool_dir`, the bytes
 // already held moved there first; from then on memory does not grow with
 // the body. A failed spool write stops the read (spool_error says why).
+// The write runs on the I/O thread, as Beast's body reader must: a copy
+// into the page cache, cheap until the spool's file system throttles dirty
+// pages, when it can stall that thread's other connections.
 struct UploadBytes {
   std::vector<std::uint8_t> memory;
   std::unique_ptr<UploadSpool> spool;
