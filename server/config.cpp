@@ -167,7 +167,11 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
       {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", {}},
       {"max-upload-bytes-in-flight", "KCACHE_MAX_UPLOAD_BYTES_IN_FLIGHT",
-       "request bodies held at once, all uploads together (0: 2 x max-body-bytes) [0]", {}},
+       "request bodies held at once, all uploads together, in memory or spooled (0: 2 x max-body-bytes) [0]", {}},
+      {"upload-spool-threshold", "KCACHE_UPLOAD_SPOOL_THRESHOLD",
+       "uploads larger than this are spooled to a temporary file as they arrive (0: all) [1M]", {}},
+      {"upload-spool-dir", "KCACHE_UPLOAD_SPOOL_DIR",
+       "directory of the upload spool [disk storage's tmp/, else $TMPDIR or /tmp]", {}},
       {"resp-listen", "KCACHE_RESP_LISTEN", "HOST:PORT of the RESP (Redis protocol) endpoint; off when unset", {}},
       {"resp-max-value-bytes", "KCACHE_RESP_MAX_VALUE_BYTES", "largest value a RESP SET accepts [512M]", {}},
       {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget) [256]", {}},
@@ -302,6 +306,10 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       }
     } else if (n == "max-upload-bytes-in-flight") {
       c.max_upload_bytes_in_flight = to_size(n, v);
+    } else if (n == "upload-spool-threshold") {
+      c.upload_spool_threshold = to_size(n, v);
+    } else if (n == "upload-spool-dir") {
+      c.upload_spool_dir = v;
     } else if (n == "resp-max-connections") {
       c.resp_max_connections = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
       if (c.resp_max_connections == 0) throw ConfigError("--resp-max-connections: at least 1");

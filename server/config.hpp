@@ -41,10 +41,17 @@ struct ServerConfig {
   std::uint64_t max_body_bytes = 2ull << 30;
   // Largest accepted request line plus headers; larger is 431.
   std::uint32_t max_header_bytes = 16 * 1024;
-  // Request bodies held at once, all connections together: an upload that
-  // would pass it is answered 503 (Retry-After) before its body is read.
-  // 0: twice --max-body-bytes.
+  // Request bodies held at once, all connections together, in memory or in
+  // the upload spool: an upload that would pass it is answered 503
+  // (Retry-After) before its body is read. It also bounds the spool's disk
+  // use. 0: twice --max-body-bytes.
   std::uint64_t max_upload_bytes_in_flight = 0;
+  // An artifact upload larger than this goes to a nameless temporary file
+  // in upload_spool_dir as it arrives, not to memory (0: every upload).
+  std::uint64_t upload_spool_threshold = 1ull << 20;
+  // Empty: the disk storage's tmp/ with disk:PATH storage, else $TMPDIR or
+  // /tmp (server/http/upload_spool.hpp); checked at startup.
+  std::string upload_spool_dir;
   // Bodies of routes other than PUT /v1/artifacts are small JSON.
   std::uint64_t max_json_body_bytes = 1 << 20;
   // Connections beyond this are answered 503 with Retry-After and closed.

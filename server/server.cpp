@@ -1,5 +1,7 @@
 #include "server/server.hpp"
 
+#include "server/http/upload_spool.hpp"
+
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -110,6 +112,10 @@ struct Server::Impl {
     authorizer = startup(make_authorizer(
         {config.tokens_file, config.anonymous_read, config.insecure_allow_remote, tls && tls->requires_client_certs()}));
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
+    if (config.upload_spool_dir.empty()) config.upload_spool_dir = default_spool_dir(config.storage);
+    if (auto s = check_spool_dir(config.upload_spool_dir); !s) {
+      throw ConfigError("--upload-spool-dir: " + s.error().message);
+    }
     services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,
                                                    [this] { return http_connections(); }, upload_bytes});
@@ -323,11 +329,12 @@ int Server::run() {
   }
   std::fflush(stdout);
   spdlog::info("kcache-server listening on {}:{} ({}) storage={} io_threads={} storage_threads={} lease_ttl_ms={} "
-               "auth={} signed_uploads={}",
+               "auth={} signed_uploads={} upload_spool={} (above {} bytes)",
                host, ep.port(), im.tls ? (im.tls->requires_client_certs() ? "https+mtls" : "https") : "http",
                im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms,
                im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
-               im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"));
+               im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"),
+               im.config.upload_spool_dir, im.config.upload_spool_threshold);
   asio::co_spawn(*im.ioc,
                  im.accept_loop(
                      *im.acceptor, "HTTP", [&im] { return im.http_connections() >= im.config.max_connections; },

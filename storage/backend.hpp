@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,14 @@ class Backend {
   virtual Result<Entry> head(const std::string& key) = 0;
   virtual Result<PutOutcome> put(const std::string& key, const std::vector<std::uint8_t>& bytes,
                                  const EntryMeta& meta) = 0;
+  // put() of bytes held outside a vector (an upload spooled to a file and
+  // mapped, server/http/upload_spool.hpp). Same contract as put(). The disk
+  // backend writes them straight from `bytes`; the others keep objects in
+  // memory or send them whole, so they copy into a vector first.
+  virtual Result<PutOutcome> put_span(const std::string& key, std::span<const std::uint8_t> bytes,
+                                      const EntryMeta& meta) {
+    return put(key, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), meta);
+  }
   virtual Status remove(const std::string& key) = 0;  // not_found if absent
   virtual Result<ListPage> list(const ListQuery& query) = 0;
   virtual Result<Usage> usage() = 0;

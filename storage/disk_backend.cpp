@@ -74,6 +74,13 @@ class DiskBackend final : public Backend {
   }
 
   Result<PutOutcome> put(const std::string& key, const Bytes& bytes, const EntryMeta& meta) override {
+    return put_span(key, std::span<const std::uint8_t>(bytes), meta);
+  }
+
+  // Written to tmp/ straight from `bytes` (a spooled upload's mapping): no
+  // copy of the object is made in memory.
+  Result<PutOutcome> put_span(const std::string& key, std::span<const std::uint8_t> bytes,
+                              const EntryMeta& meta) override {
     if (auto s = check_key(key); !s) return s.error();
     if (opts_.capacity_bytes != 0 && bytes.size() > opts_.capacity_bytes) {
       return make_error(Errc::full, "object larger than the disk capacity");
@@ -143,7 +150,7 @@ class DiskBackend final : public Backend {
 
  private:
   // REQUIRES: the caller holds `key` in busy_ and it is absent from index_.
-  Result<PutOutcome> put_claimed(const std::string& key, const Bytes& bytes, const EntryMeta& meta) {
+  Result<PutOutcome> put_claimed(const std::string& key, std::span<const std::uint8_t> bytes, const EntryMeta& meta) {
     if (opts_.capacity_bytes != 0 && !make_room(bytes.size())) {
       return make_error(Errc::full, "disk capacity reached and nothing evictable");
     }

@@ -9,6 +9,7 @@
 
 #include "server/parse_uint.hpp"
 #include "server/http/bundle_check.hpp"
+#include "server/http/upload_spool.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {
@@ -139,7 +140,7 @@ asio::awaitable<Response> handle_head(Services& s, const std::string& key) {
 }
 
 asio::awaitable<Response> handle_put(Services& s, Request& req, const std::string& key) {
-  if (req.body.empty()) {
+  if (req.body.empty() && !(req.spool && req.spool->size() > 0)) {
     s.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
     co_return error_response(400, "empty_body", "PUT needs the bundle as the request body");
   }
@@ -148,15 +149,27 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const std::strin
     std::optional<Result<storage::PutOutcome>> put;
     bool released;
   };
+  // A small body is in memory; a large one in its spool file, checked and
+  // stored through a read-only mapping (no copy in the process's memory).
   auto body = std::make_shared<std::vector<std::uint8_t>>(std::move(req.body));
-  const std::uint64_t size = body->size();
+  std::shared_ptr<UploadSpool> spool = std::move(req.spool);
+  const std::uint64_t size = spool ? spool->size() : body->size();
   // Keys reloaded (SIGHUP) while this upload is checked do not affect it.
   const auto trust = s.trusted_keys.snapshot();
   const SignaturePolicy signatures{trust.get(), s.config.require_signed};
   const std::string* lease_token = req.header("x-kcache-lease");
-  auto outcome_job = [&s, &key, &body, &signatures, lease_token] {
-    Outcome o{check_upload(key, *body, s.config.max_body_bytes, signatures), std::nullopt, false};
-    if (o.checked) o.put = s.backend.put(key, *body, o.checked->meta);
+  auto outcome_job = [&s, &key, &body, &spool, &signatures, lease_token] {
+    std::optional<UploadSpool::Mapping> mapped;
+    std::span<const std::uint8_t> bytes(*body);
+    if (spool) {
+      auto m = spool->map();
+      if (!m) return Outcome{CheckedUpload{}, Result<storage::PutOutcome>(m.error()), false};
+      bytes = mapped.emplace(std::move(*m)).bytes();
+    }
+    Outcome o{check_upload(key, bytes, s.config.max_body_bytes, signatures), std::nullopt, false};
+    if (o.checked) {
+      o.put = spool ? s.backend.put_span(key, bytes, o.checked->meta) : s.backend.put(key, *body, o.checked->meta);
+    }
     if (o.put && *o.put) {
       if (lease_token) o.released = s.leases.release(key, *lease_token) == LeaseOutcome::ok;
       // Waiters on this key, on this replica and every other, look again.

@@ -374,6 +374,11 @@ asio::awaitable<void> Session<Stream>::serve() {
       break;
     }
     parser.body_limit(limit);
+    if (takes_large_body(route.id, req.method)) {
+      // Past the threshold the bytes go to a nameless file, not to memory.
+      parser.get().body().spool_above = cfg.upload_spool_threshold;
+      parser.get().body().spool_dir = cfg.upload_spool_dir;
+    }
     if (has_body) {
       if (const std::string* expect = req.header("expect"); expect && beast::iequals(*expect, "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, version};
@@ -395,7 +400,16 @@ asio::awaitable<void> Session<Stream>::serve() {
       }
       co_await read_body(parser, ec);
       if (ec) {
-        if (ec == http::error::body_limit) {
+        if (const auto& spool_error = parser.get().body().spool_error) {
+          spdlog::warn("conn={} peer={} upload refused: {}", id_, peer_, spool_error->message);
+          auto r = spool_error->code == Errc::full
+                       ? error_response(507, "spool_full", "no room on the server to hold the upload; retry later")
+                       : error_response(500, "spool_error", "the server could not hold the upload");
+          r.route = route.tmpl;
+          r.close = true;
+          if (spool_error->code == Errc::full) r.headers.emplace_back("Retry-After", "5");
+          co_await respond(r, req, version, head, false, started, 0);
+        } else if (ec == http::error::body_limit) {
           auto r = error_response(413, "too_large", "the body exceeds the limit of " + std::to_string(limit) + " bytes");
           r.route = route.tmpl;
           r.close = true;
@@ -411,11 +425,17 @@ asio::awaitable<void> Session<Stream>::serve() {
         break;
       }
     }
-    req.body = std::move(parser.get().body());
-    const std::uint64_t bytes_in = req.body.size();
+    auto& received = parser.get().body();
+    const std::uint64_t bytes_in = received.size();
+    if (received.spool) {
+      req.spool = std::move(received.spool);
+    } else {
+      req.body = std::move(received.memory);
+    }
     lowest().expires_never();  // a waiting GET may take long; the socket is idle meanwhile
     Response r = co_await handle_request(s_, req, route);
     req.body = {};
+    req.spool.reset();  // closing the descriptor frees the spooled bytes
     upload.release();
     if (!co_await respond(r, req, version, head, keep_alive, started, bytes_in)) break;
   }

@@ -20,6 +20,8 @@
 
 namespace kcache::server {
 
+class UploadSpool;
+
 struct Request {
   std::uint64_t id = 0;      // per-process request number, for the access log
   std::string method;        // "GET", "PUT", …
@@ -28,6 +30,9 @@ struct Request {
   std::map<std::string, std::string> query;  // percent-decoded
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::vector<std::uint8_t> body;
+  // An upload larger than --upload-spool-threshold: its bytes are in this
+  // file and `body` is empty (server/http/upload_spool.hpp).
+  std::shared_ptr<UploadSpool> spool;
   std::string peer;          // "ip:port"
   bool peer_loopback = false;
   // An HTTPS client that presented a certificate signed by --tls-client-ca

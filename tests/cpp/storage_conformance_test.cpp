@@ -157,6 +157,27 @@ TEST_P(StorageConformance, EmptyAndMultiChunkObjects) {
   EXPECT_EQ(backend_->head(big)->size, data.size());
 }
 
+// put_span (a spooled upload's mapping): stores exactly the span's bytes,
+// with put()'s first-writer-wins and key checks; the first read (hashed on
+// disk) proves the recorded digest is the bytes'.
+TEST_P(StorageConformance, PutSpanStoresLikePut) {
+  std::string k = make_key("span");
+  Bytes around = make_bytes((5 << 20) / 2 + 100, 9);
+  auto bytes = std::span<const std::uint8_t>(around).subspan(50, around.size() - 100);
+  auto put = backend_->put_span(k, bytes, meta("span/cpu"));
+  ASSERT_TRUE(put.ok()) << put.error().message;
+  EXPECT_EQ(*put, PutOutcome::stored);
+  auto got = backend_->get(k);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_TRUE(std::equal(got->begin(), got->end(), bytes.begin(), bytes.end()));
+  EXPECT_EQ(backend_->head(k)->size, bytes.size());
+  EXPECT_EQ(backend_->head(k)->meta.label, "span/cpu");
+  auto again = backend_->put_span(k, std::span<const std::uint8_t>(around), meta("other"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, PutOutcome::already_present);
+  EXPECT_EQ(backend_->put_span("../x", bytes, meta("x")).error().code, Errc::invalid_argument);
+}
+
 TEST_P(StorageConformance, FirstWriterWins) {
   std::string k = make_key("first");
   Bytes first = put_ok(k, make_bytes(500, 1));
