@@ -201,13 +201,22 @@ def test_an_unusable_spool_directory_stops_the_server_at_startup(tmp_path, case)
     if case == "a_file":
         target.write_text("x")
     elif case == "read_only":
-        if os.geteuid() == 0:
-            pytest.skip("root writes through directory modes")
         target.mkdir()
-        target.chmod(0o500)
+        if os.geteuid() == 0:
+            # Root writes through directory modes: a read-only filesystem
+            # (as the disk-full test, this needs root, which CI has).
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(target)],
+                           check=True)
+        else:
+            target.chmod(0o500)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-    proc = subprocess.run([str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", "memory:",
-                           "--upload-spool-dir", str(target)], capture_output=True, env=env, timeout=20)
+    try:
+        proc = subprocess.run([str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", "memory:",
+                               "--upload-spool-dir", str(target)], capture_output=True, env=env,
+                              timeout=20)
+    finally:
+        if case == "read_only" and os.geteuid() == 0:
+            subprocess.run(["umount", str(target)], check=True)
     assert proc.returncode == 2, proc
     err = proc.stderr.decode()
     why = {"missing": "No such file or directory", "a_file": "not a directory", "read_only": "not writable"}[case]
