@@ -20,6 +20,10 @@ std::string_view error_text(const Reply& r) {
 
 bool starts(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+// WAIT counts the replicas that acknowledged the writes of the connection it
+// runs on, so it must travel with the command before it.
+bool is_wait(const Args& a) { return !a.empty() && (a[0] == "WAIT" || a[0] == "wait"); }
+
 // A pause before retrying a cluster that is mid-failover or mid-migration:
 // 10, 20, 40 ... ms, at most 200.
 void backoff(int attempt) {
@@ -118,6 +122,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
     if (is_multi(cmds[i])) {
       while (s.end < cmds.size() && !ends_multi(cmds[s.end - 1])) s.end++;
     }
+    while (s.end < cmds.size() && is_wait(cmds[s.end])) s.end++;
     for (std::size_t j = s.begin; j < s.end && s.slot < 0; ++j) {
       if (auto key = first_key(cmds[j])) s.slot = key_slot(*key);
     }

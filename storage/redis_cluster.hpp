@@ -6,7 +6,9 @@
 // node — one round trip per node, the nodes asked one after another — and
 // the replies are put back in the caller's order. A MULTI ... EXEC block
 // travels as one unit, routed by its first key. Keyless commands (PING,
-// PUBLISH) go to any master, a different one on each retry.
+// PUBLISH) go to any master, a different one on each retry. A WAIT travels
+// with the command (or MULTI ... EXEC block) before it: same node, same
+// connection, retried with it, so it counts the replicas that have that write.
 // Redirects: MOVED (the slot has a new owner) refreshes the slot map and
 // retries there; ASK (the slot is migrating and the key is on the target)
 // retries on the target, prefixed with ASKING, without touching the map;
