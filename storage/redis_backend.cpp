@@ -57,8 +57,9 @@ Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first
 
 class RedisBackend final : public Backend {
  public:
-  RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name)
-      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)) {}
+  RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name,
+               std::shared_ptr<redis::RedisCluster> cluster = nullptr)
+      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)), cluster_(std::move(cluster)) {}
 
   Result<Bytes> get(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
@@ -188,6 +189,11 @@ class RedisBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+
+  std::optional<ClusterCounts> cluster_counts() const override {
+    if (!cluster_) return std::nullopt;
+    return cluster_->counts();
+  }
 
  private:
   bool durable() const { return opts_.wait_replicas > 0; }
@@ -395,6 +401,7 @@ class RedisBackend final : public Backend {
   const RedisOptions opts_;
   const std::shared_ptr<redis::RedisLink> link_;
   const std::string name_;
+  const std::shared_ptr<redis::RedisCluster> cluster_;  // the same object as link_, for counts(); or null
 };
 
 }  // namespace
@@ -434,7 +441,7 @@ Result<std::unique_ptr<Backend>> open_redis_cluster_backend(const RedisClusterOp
   }
   auto cluster = std::make_shared<redis::RedisCluster>(options);
   if (auto s = cluster->start(); !s) return s.error();
-  return checked(std::make_unique<RedisBackend>(options.node, std::move(cluster), "redis-cluster"));
+  return checked(std::make_unique<RedisBackend>(options.node, cluster, "redis-cluster", cluster));
 }
 
 }  // namespace kcache::storage

@@ -52,7 +52,10 @@ std::pair<std::shared_ptr<const SlotMap>, std::uint64_t> RedisCluster::snapshot(
 
 std::shared_ptr<const SlotMap> RedisCluster::slot_map() const { return snapshot().first; }
 
-RedirectCounts RedisCluster::counts() const { return {moved_.load(), ask_.load(), refreshes_.load()}; }
+RedirectCounts RedisCluster::counts() const {
+  return {moved_.load(),      ask_.load(),         refreshes_.load(), tryagain_.load(),
+          clusterdown_.load(), node_errors_.load(), failed_.load()};
+}
 
 std::shared_ptr<RedisPool> RedisCluster::pool_for(const Endpoint& node) {
   std::lock_guard lock(mu_);
@@ -174,7 +177,11 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
       }
       auto r = pool_for(node)->run([&](RedisConn& c) { return c.pipeline_raw(batch); });
       if (!r) {
-        if (r.error().code == Errc::timeout) return r.error();
+        node_errors_++;
+        if (r.error().code == Errc::timeout) {
+          failed_++;
+          return r.error();
+        }
         last = r.error();  // a dead or unreachable node: ask the others for the map, retry
         for (std::size_t si : members) {
           segs[si].ask.reset();
@@ -204,6 +211,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
             ask_to = *ask;
             redo = true;
           } else if (starts(err, "TRYAGAIN") || starts(err, "CLUSTERDOWN")) {
+            (err[0] == 'T' ? tryagain_ : clusterdown_)++;
             pause = redo = true;
           }
           if (redo) last = *reply_error(out[j].get());
@@ -220,7 +228,10 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
       if (auto s = refresh(epoch, hint); !s) last = s.error();
     }
   }
-  if (!pending.empty()) return last;
+  if (!pending.empty()) {
+    failed_++;
+    return last;
+  }
   for (const auto& r : out) {
     if (auto e = reply_error(r.get())) return *e;
   }

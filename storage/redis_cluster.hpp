@@ -43,11 +43,7 @@
 
 namespace kcache::storage::redis {
 
-struct RedirectCounts {
-  std::uint64_t moved = 0;
-  std::uint64_t ask = 0;
-  std::uint64_t refreshes = 0;  // slot maps installed, the first included
-};
+using RedirectCounts = ClusterCounts;  // storage/backend.hpp
 
 class RedisCluster final : public RedisLink {
  public:
@@ -77,7 +73,8 @@ class RedisCluster final : public RedisLink {
   std::uint64_t epoch_ = 0;                                  // GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<RedisPool>> pools_;  // GUARDED_BY(mu_): by host:port
   std::mutex refresh_mu_;                                    // one refresh at a time
-  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0};
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0}, tryagain_{0}, clusterdown_{0}, node_errors_{0},
+      failed_{0};
 };
 
 }  // namespace kcache::storage::redis

@@ -15,7 +15,10 @@ What it asserts:
   (never 201) until the killed node is restarted and rejoins as its replica;
   then uploads are 201 again;
 - without it, the acknowledged uploads lost are counted and reported (not
-  asserted: asynchronous replication on loopback usually loses none).
+  asserted: asynchronous replication on loopback usually loses none);
+- /metrics carries the Cluster router's counts (redirects by kind, retries by
+  reason, slot map refreshes, calls given up), promtool-clean, and they show
+  the dead node.
 
 KCACHE_FAILOVER_REPORT=path writes the figures (error window, losses, PUT
 latencies) as JSON; bench/storage/cluster_failover.sh collects them.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -132,6 +136,13 @@ class Load:
         assert not any(t.is_alive() for t in self.threads), "a load thread hung"
 
 
+def check_metrics(text: str) -> None:
+    promtool = shutil.which("promtool")
+    if promtool:
+        p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+        assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
+
+
 def restart_node(cluster: RedisCluster, port: int) -> None:
     """The killed node, restarted on its port and directory: its nodes.conf
     makes it rejoin, as a replica of the master that replaced it."""
@@ -215,6 +226,20 @@ def run(cluster: RedisCluster, durable: bool, start_server) -> None:
     assert len(ok_after) >= 20, "the servers did not keep answering after the failover"
     puts_after = [c for c in after if c[2] == "put" and c[0] > (t_rejoined or t_promoted) + 0.5]
     assert puts_after and all(c[3] == 201 for c in puts_after), puts_after[:5]
+
+    # The router's counts, in /metrics: the dead node was met and the slot
+    # map re-read; every series of the fixed label sets is there.
+    metrics = servers[0].get("/metrics").body.decode()
+    check_metrics(metrics)
+    counts = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+              if line.startswith("kcache_redis_cluster_")}
+    for kind in ("moved", "ask"):
+        assert f'kcache_redis_cluster_redirects_total{{kind="{kind}"}}' in counts
+    for reason in ("tryagain", "clusterdown", "node_error"):
+        assert f'kcache_redis_cluster_retries_total{{reason="{reason}"}}' in counts
+    assert counts['kcache_redis_cluster_retries_total{reason="node_error"}'] >= 1, counts
+    assert counts["kcache_redis_cluster_slot_map_refreshes_total"] >= 2, counts
+    assert counts["kcache_redis_cluster_failed_calls_total"] >= 1, counts
 
     # Every acknowledged upload, read back after the failover.
     lost = []
