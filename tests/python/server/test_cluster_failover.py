@@ -167,6 +167,10 @@ def test_master_killed_under_load(durable, start_server, tmp_path):
 def run(cluster: RedisCluster, durable: bool, start_server) -> None:
     masters = [p for p in cluster.ports if cluster.role(p) == "master"]
     assert len(masters) == 3
+    # The replicas' first sync after `--cluster create`: WAIT counts only
+    # replicas online, and a replica mid-sync could not take over.
+    wait_until(lambda: all("state=online" in cli(m, "INFO", "replication") for m in masters), 30,
+               "replicas never came online")
     # Kill a master holding entries but neither the index nor the leases:
     # uploads to the other masters go on, so acknowledged uploads reach the
     # victim until the moment it dies (what the durability setting is about).
