@@ -30,6 +30,7 @@ enum class Errc {
   timeout,
   full,
   internal,
+  not_durable,  // written, but fewer replicas than asked for confirmed it in time
 };
 
 const char* errc_name(Errc e) noexcept;
@@ -88,6 +89,7 @@ inline const char* errc_name(Errc e) noexcept {
     case Errc::timeout: return "timeout";
     case Errc::full: return "full";
     case Errc::internal: return "internal";
+    case Errc::not_durable: return "not_durable";
   }
   return "unknown";
 }

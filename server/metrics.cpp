@@ -208,6 +208,22 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
   if (g.capacity_bytes) {
     scalar(out, "kcache_capacity_bytes", "gauge", "Storage byte budget (0: unlimited).", *g.capacity_bytes);
   }
+  if (const auto& c = g.cluster) {
+    // Fixed label sets: every series is written, zeros included.
+    family(out, "kcache_redis_cluster_redirects_total", "counter",
+           "Redirects the Redis Cluster router followed for storage calls, by kind.");
+    out += "kcache_redis_cluster_redirects_total{kind=\"moved\"} " + std::to_string(c->moved) + "\n";
+    out += "kcache_redis_cluster_redirects_total{kind=\"ask\"} " + std::to_string(c->ask) + "\n";
+    family(out, "kcache_redis_cluster_retries_total", "counter",
+           "Storage call rounds the Redis Cluster router retried, by reason (redirects not included).");
+    out += "kcache_redis_cluster_retries_total{reason=\"tryagain\"} " + std::to_string(c->tryagain) + "\n";
+    out += "kcache_redis_cluster_retries_total{reason=\"clusterdown\"} " + std::to_string(c->clusterdown) + "\n";
+    out += "kcache_redis_cluster_retries_total{reason=\"node_error\"} " + std::to_string(c->node_errors) + "\n";
+    scalar(out, "kcache_redis_cluster_slot_map_refreshes_total", "counter",
+           "Slot maps the Redis Cluster router read and installed, the first included.", c->refreshes);
+    scalar(out, "kcache_redis_cluster_failed_calls_total", "counter",
+           "Storage calls the Redis Cluster router gave up on (unavailable or timeout) after its retries.", c->failed);
+  }
   family(out, "kcache_uptime_seconds", "gauge", "Seconds since the server started.");
   out += "kcache_uptime_seconds " + num(uptime_seconds()) + "\n";
   return out;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "server/leases/lease_table.hpp"
+#include "storage/backend.hpp"
 
 namespace kcache::server {
 
@@ -31,6 +32,7 @@ struct Gauges {
   LeaseCounters leases;
   std::uint64_t connections_active = 0;
   std::uint64_t waiters = 0;
+  std::optional<storage::ClusterCounts> cluster;  // set when storage is a Redis Cluster
 };
 
 class Metrics {

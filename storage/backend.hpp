@@ -107,6 +107,19 @@ struct VerifyReport {
 // storage layer does not depend on the bundle format.
 using Verifier = std::function<bool(const std::string& key, const std::vector<std::uint8_t>& bytes)>;
 
+// What a Redis Cluster router did since it started (storage/redis_cluster.hpp):
+// redirects followed, rounds retried and why, slot maps read, calls that
+// failed open after their retries. Monotonic counters.
+struct ClusterCounts {
+  std::uint64_t moved = 0;
+  std::uint64_t ask = 0;
+  std::uint64_t refreshes = 0;    // slot maps installed, the first included
+  std::uint64_t tryagain = 0;     // TRYAGAIN replies (a multi-key command mid-migration)
+  std::uint64_t clusterdown = 0;  // CLUSTERDOWN replies (no master for a slot, mid-failover)
+  std::uint64_t node_errors = 0;  // a node could not be reached or dropped the connection
+  std::uint64_t failed = 0;       // calls that gave up (unavailable or timeout)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +146,8 @@ class Backend {
   virtual Status ping() = 0;
   // "memory", "disk", "redis".
   virtual std::string name() const = 0;
+  // The Cluster router's counters; nullopt for every other backend.
+  virtual std::optional<ClusterCounts> cluster_counts() const { return std::nullopt; }
 };
 
 // Opens a backend from a URI: "memory:", "disk:PATH", "redis://[user:pass@]host:port/db".

@@ -57,8 +57,9 @@ Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first
 
 class RedisBackend final : public Backend {
  public:
-  RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name)
-      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)) {}
+  RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name,
+               std::shared_ptr<redis::RedisCluster> cluster = nullptr)
+      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)), cluster_(std::move(cluster)) {}
 
   Result<Bytes> get(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
@@ -84,7 +85,7 @@ class RedisBackend final : public Backend {
     std::string mk = meta_key(key);
     auto present = link_->command({"EXISTS", mk});
     if (!present) return present.error();
-    if (num(present->get()) == 1) return PutOutcome::already_present;
+    if (num(present->get()) == 1) return already_present(key);
     if (opts_.capacity_bytes != 0) {
       if (auto s = make_room(bytes.size()); !s) return s.error();
     }
@@ -101,15 +102,25 @@ class RedisBackend final : public Backend {
                  "size", size, "sha256", sha, "chunks", n, "created_ms", now, "last_access_ms", now,
                  "hits", "0", "label", meta.label, "target", meta.target, "mode", meta.mode,
                  "dtype", meta.dtype, "toolchain", meta.toolchain, "compile_ms", cms};
-    auto r = link_->command(args);
+    // With the durability setting, WAIT follows the publish on its
+    // connection (RedisLink keeps a WAIT with the command before it).
+    std::vector<Args> cmds = {args};
+    const std::string want = std::to_string(opts_.wait_replicas), wait_ms = std::to_string(opts_.wait_timeout.count());
+    if (durable()) cmds.push_back({"WAIT", want, wait_ms});
+    auto r = link_->pipeline(cmds);
     if (!r) return r.error();
-    std::int64_t outcome = num(r->get());
-    if (outcome == 0) return PutOutcome::already_present;
+    std::int64_t outcome = num((*r)[0].get());
+    if (outcome == 0) return already_present(key);
     if (outcome < 0) return make_error(Errc::timeout, "redis: temp chunks expired before publish");
     // Not atomic with the publish (in a Cluster the index is in another
     // slot); an entry missed here is re-indexed by verify().
     auto idx = link_->command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, key, now, size});
     if (!idx) return idx.error();
+    // Indexed even when not durable: the entry is on the master and must be
+    // counted and evictable; the caller is told it is not safely stored.
+    if (durable()) {
+      if (auto s = check_acked((*r)[1].get(), key); !s) return s.error();
+    }
     return PutOutcome::stored;
   }
 
@@ -179,7 +190,40 @@ class RedisBackend final : public Backend {
 
   std::string name() const override { return name_; }
 
+  std::optional<ClusterCounts> cluster_counts() const override {
+    if (!cluster_) return std::nullopt;
+    return cluster_->counts();
+  }
+
  private:
+  bool durable() const { return opts_.wait_replicas > 0; }
+
+  // Errc::not_durable unless WAIT's reply counts wait_replicas replicas.
+  Status check_acked(const redisReply* wait_reply, const std::string& key) const {
+    std::int64_t acked = num(wait_reply);
+    if (acked >= opts_.wait_replicas) return Ok{};
+    return make_error(Errc::not_durable, "redis: object " + key + " written to the master but " +
+                                             std::to_string(acked) + " of " + std::to_string(opts_.wait_replicas) +
+                                             " replicas acknowledged it within " +
+                                             std::to_string(opts_.wait_timeout.count()) +
+                                             " ms (WAIT); not claimed stored, a retry is safe");
+  }
+
+  // An entry already there. With the durability setting it is only reported
+  // present once replicas have it: an earlier upload that failed its WAIT (or
+  // one from another writer) may not have reached them yet. WAIT counts only
+  // this connection's own writes, so it first writes a short-lived marker in
+  // the entry's slot: the replication stream is ordered, so a replica that
+  // has the marker has every earlier write to that master, the entry's too.
+  Result<PutOutcome> already_present(const std::string& key) {
+    if (!durable()) return PutOutcome::already_present;
+    auto r = link_->pipeline({{"SET", "kcache:{" + key + "}:sync", "1", "PX", "10000"},
+                              {"WAIT", std::to_string(opts_.wait_replicas), std::to_string(opts_.wait_timeout.count())}});
+    if (!r) return r.error();
+    if (auto s = check_acked((*r)[1].get(), key); !s) return s.error();
+    return PutOutcome::already_present;
+  }
+
   Status write_temps(const std::string& prefix, const Bytes& bytes, std::size_t chunks) {
     std::string ttl = std::to_string(opts_.temp_ttl.count());
     std::vector<std::string> names;
@@ -357,6 +401,7 @@ class RedisBackend final : public Backend {
   const RedisOptions opts_;
   const std::shared_ptr<redis::RedisLink> link_;
   const std::string name_;
+  const std::shared_ptr<redis::RedisCluster> cluster_;  // the same object as link_, for counts(); or null
 };
 
 }  // namespace
@@ -366,6 +411,10 @@ namespace {
 Status check_options(const RedisOptions& options) {
   if (options.pool_size == 0 || options.chunk_bytes == 0) {
     return make_error(Errc::invalid_argument, "redis pool_size and chunk_bytes must be positive");
+  }
+  if (options.wait_replicas < 0 || (options.wait_replicas > 0 && (options.wait_timeout.count() <= 0 ||
+                                                                  options.wait_timeout >= options.op_timeout))) {
+    return make_error(Errc::invalid_argument, "redis wait_timeout must be positive and below the operation timeout");
   }
   // hiredis 0.14 writes with write(): without this a reset socket raises SIGPIPE.
   struct sigaction old {};
@@ -392,7 +441,7 @@ Result<std::unique_ptr<Backend>> open_redis_cluster_backend(const RedisClusterOp
   }
   auto cluster = std::make_shared<redis::RedisCluster>(options);
   if (auto s = cluster->start(); !s) return s.error();
-  return checked(std::make_unique<RedisBackend>(options.node, std::move(cluster), "redis-cluster"));
+  return checked(std::make_unique<RedisBackend>(options.node, cluster, "redis-cluster", cluster));
 }
 
 }  // namespace kcache::storage

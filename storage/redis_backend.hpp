@@ -10,6 +10,8 @@
 //                                        dtype toolchain compile_ms
 //   kcache:{<hex>}:chunk:<N>            the object, in chunk_bytes pieces
 //   kcache:{<hex>}:tmp:<token>:<N>      a put's chunks before publish (PX temp_ttl)
+//   kcache:{<hex>}:sync                 a 10 s marker a durable put of an entry
+//                                        already present writes before WAIT
 //   kcache:{index}:lru                  zset member=<hex> score=last access ms
 //   kcache:{index}:sizes                hash <hex> -> size
 //   kcache:{index}:usage                hash entries, bytes
@@ -17,7 +19,9 @@
 // on the entry's keys commits only if the meta key is absent (RENAME +
 // PERSIST each chunk, HSET meta); a second script adds it to the index. A
 // crash before the commit leaves temp keys that expire; a crash between the
-// two scripts leaves an unindexed entry that verify() re-indexes.
+// two scripts leaves an unindexed entry that verify() re-indexes. With
+// wait_replicas, WAIT follows the publish on its connection; too few acks:
+// Errc::not_durable (the entry stays, indexed, on the master).
 // get(): MULTI/EXEC reads meta and chunk 0 (a second one the other chunks,
 // re-checking meta); a small script bumps hits and last access. The bytes
 // are checked against the SHA-256 in meta on every get (a torn read of a
@@ -61,10 +65,19 @@ struct RedisOptions {
   std::chrono::milliseconds temp_ttl{300'000};
   std::size_t chunk_bytes = 1 << 20;  // under Redis's 512 MB limit, small enough not to stall it
   std::uint64_t capacity_bytes = 0;   // 0: unlimited
+  // Durability (docs/storage-cluster.md "Durability"): with wait_replicas > 0
+  // a put, once published, sends WAIT wait_replicas wait_timeout on the
+  // connection that published (the entry's master in a Cluster) and fails
+  // with Errc::not_durable when fewer replicas acknowledged in time. 0: off
+  // (replication stays asynchronous). wait_timeout must be below op_timeout.
+  int wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{500};
   std::shared_ptr<PutFaultHook> fault_hook;  // tests only
 };
 
-// Parses redis://[user:pass@]host[:port][/db][?connect_timeout_ms=N&timeout_ms=N&pool=N].
+// Parses redis://[user:pass@]host[:port][/db][?connect_timeout_ms=N&timeout_ms=N&pool=N
+// &wait_replicas=N&wait_timeout_ms=N] (wait_replicas=0 is off; wait_timeout_ms
+// defaults to 500 and must be below timeout_ms).
 // With no password in the URL, KCACHE_REDIS_PASSWORD_FILE names a file whose
 // first line is the password. Errc::invalid_argument for a malformed URL.
 Result<RedisOptions> parse_redis_url(const std::string& url);

@@ -20,6 +20,10 @@ std::string_view error_text(const Reply& r) {
 
 bool starts(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+// WAIT counts the replicas that acknowledged the writes of the connection it
+// runs on, so it must travel with the command before it.
+bool is_wait(const Args& a) { return !a.empty() && (a[0] == "WAIT" || a[0] == "wait"); }
+
 // A pause before retrying a cluster that is mid-failover or mid-migration:
 // 10, 20, 40 ... ms, at most 200.
 void backoff(int attempt) {
@@ -48,7 +52,10 @@ std::pair<std::shared_ptr<const SlotMap>, std::uint64_t> RedisCluster::snapshot(
 
 std::shared_ptr<const SlotMap> RedisCluster::slot_map() const { return snapshot().first; }
 
-RedirectCounts RedisCluster::counts() const { return {moved_.load(), ask_.load(), refreshes_.load()}; }
+RedirectCounts RedisCluster::counts() const {
+  return {moved_.load(),      ask_.load(),         refreshes_.load(), tryagain_.load(),
+          clusterdown_.load(), node_errors_.load(), failed_.load()};
+}
 
 std::shared_ptr<RedisPool> RedisCluster::pool_for(const Endpoint& node) {
   std::lock_guard lock(mu_);
@@ -118,6 +125,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
     if (is_multi(cmds[i])) {
       while (s.end < cmds.size() && !ends_multi(cmds[s.end - 1])) s.end++;
     }
+    while (s.end < cmds.size() && is_wait(cmds[s.end])) s.end++;
     for (std::size_t j = s.begin; j < s.end && s.slot < 0; ++j) {
       if (auto key = first_key(cmds[j])) s.slot = key_slot(*key);
     }
@@ -169,7 +177,11 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
       }
       auto r = pool_for(node)->run([&](RedisConn& c) { return c.pipeline_raw(batch); });
       if (!r) {
-        if (r.error().code == Errc::timeout) return r.error();
+        node_errors_++;
+        if (r.error().code == Errc::timeout) {
+          failed_++;
+          return r.error();
+        }
         last = r.error();  // a dead or unreachable node: ask the others for the map, retry
         for (std::size_t si : members) {
           segs[si].ask.reset();
@@ -199,6 +211,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
             ask_to = *ask;
             redo = true;
           } else if (starts(err, "TRYAGAIN") || starts(err, "CLUSTERDOWN")) {
+            (err[0] == 'T' ? tryagain_ : clusterdown_)++;
             pause = redo = true;
           }
           if (redo) last = *reply_error(out[j].get());
@@ -215,7 +228,10 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
       if (auto s = refresh(epoch, hint); !s) last = s.error();
     }
   }
-  if (!pending.empty()) return last;
+  if (!pending.empty()) {
+    failed_++;
+    return last;
+  }
   for (const auto& r : out) {
     if (auto e = reply_error(r.get())) return *e;
   }

@@ -6,7 +6,9 @@
 // node — one round trip per node, the nodes asked one after another — and
 // the replies are put back in the caller's order. A MULTI ... EXEC block
 // travels as one unit, routed by its first key. Keyless commands (PING,
-// PUBLISH) go to any master, a different one on each retry.
+// PUBLISH) go to any master, a different one on each retry. A WAIT travels
+// with the command (or MULTI ... EXEC block) before it: same node, same
+// connection, retried with it, so it counts the replicas that have that write.
 // Redirects: MOVED (the slot has a new owner) refreshes the slot map and
 // retries there; ASK (the slot is migrating and the key is on the target)
 // retries on the target, prefixed with ASKING, without touching the map;
@@ -41,11 +43,7 @@
 
 namespace kcache::storage::redis {
 
-struct RedirectCounts {
-  std::uint64_t moved = 0;
-  std::uint64_t ask = 0;
-  std::uint64_t refreshes = 0;  // slot maps installed, the first included
-};
+using RedirectCounts = ClusterCounts;  // storage/backend.hpp
 
 class RedisCluster final : public RedisLink {
  public:
@@ -75,7 +73,8 @@ class RedisCluster final : public RedisLink {
   std::uint64_t epoch_ = 0;                                  // GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<RedisPool>> pools_;  // GUARDED_BY(mu_): by host:port
   std::mutex refresh_mu_;                                    // one refresh at a time
-  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0};
+  std::atomic<std::uint64_t> moved_{0}, ask_{0}, refreshes_{0}, tryagain_{0}, clusterdown_{0}, node_errors_{0},
+      failed_{0};
 };
 
 }  // namespace kcache::storage::redis

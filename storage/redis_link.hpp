@@ -9,7 +9,9 @@
 //   the call. A MULTI ... EXEC block runs on one connection, so its keys must
 //   share a hash tag. Order is kept among commands on the same node; commands
 //   whose keys live on different nodes are independent of each other (a
-//   single server still runs the whole pipeline in one round trip).
+//   single server still runs the whole pipeline in one round trip). A WAIT
+//   runs on the connection of the command before it, so it counts the
+//   replicas that acknowledged that command's writes.
 // - scan(): every key matching a SCAN pattern, on every master.
 // - endpoints(): the nodes a SUBSCRIBE may go to, preferred first (Cluster
 //   PUBLISH reaches every node, replicas included).

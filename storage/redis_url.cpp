@@ -71,15 +71,23 @@ Result<RedisOptions> parse_redis_url(const std::string& url) {
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     auto eq = kv.find('=');
     long v = 0;
-    if (eq == std::string_view::npos || !parse_int(kv.substr(eq + 1), v) || v <= 0) {
+    auto name = eq == std::string_view::npos ? kv : kv.substr(0, eq);
+    // wait_replicas=0 turns the durability wait off; every other value is positive.
+    const long least = name == "wait_replicas" ? 0 : 1;
+    if (eq == std::string_view::npos || !parse_int(kv.substr(eq + 1), v) || v < least) {
       return bad("bad query parameter");
     }
-    auto name = kv.substr(0, eq);
     if (name == "connect_timeout_ms") o.connect_timeout = std::chrono::milliseconds(v);
     else if (name == "timeout_ms") o.op_timeout = std::chrono::milliseconds(v);
     else if (name == "pool") o.pool_size = static_cast<std::size_t>(v);
+    else if (name == "wait_replicas" && v <= 16) o.wait_replicas = static_cast<int>(v);
+    else if (name == "wait_timeout_ms") o.wait_timeout = std::chrono::milliseconds(v);
+    else if (name == "wait_replicas") return bad("wait_replicas must be 0..16");
     else return bad("unknown query parameter " + std::string(name));
   }
+  // WAIT blocks the connection: its reply must come before the operation
+  // timeout, or the connection would be dropped as hung.
+  if (o.wait_replicas > 0 && o.wait_timeout >= o.op_timeout) return bad("wait_timeout_ms must be below timeout_ms");
   if (o.password.empty()) {
     if (const char* file = std::getenv("KCACHE_REDIS_PASSWORD_FILE"); file != nullptr && *file) {
       std::ifstream in(file);

@@ -41,6 +41,7 @@ Gauges sample_gauges(Services& s, const Result<storage::Usage>& u, const LeaseCo
   g.leases = leases;
   g.connections_active = s.connections_active ? s.connections_active() : 0;
   g.waiters = s.waiters.count();
+  g.cluster = s.backend.cluster_counts();
   return g;
 }
 

@@ -19,6 +19,13 @@ Response storage_failure(Services& s, const char* op, const Error& e) {
       r.set("Retry-After", "1");
       return r;
     }
+    case Errc::not_durable: {
+      // Written on a master, not confirmed on its replicas: not claimed
+      // stored. A retried upload is idempotent (the same key, bytes checked).
+      auto r = error_response(503, "storage_not_durable", e.message);
+      r.set("Retry-After", "1");
+      return r;
+    }
     case Errc::invalid_argument: return error_response(400, "invalid_argument", e.message);
     default: return error_response(500, "storage_error", std::string(errc_name(e.code)) + ": " + e.message);
   }

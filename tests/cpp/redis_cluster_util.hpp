@@ -120,6 +120,25 @@ class RedisTestCluster final : public RedisCli {
     return -1;
   }
 
+  // The port of a live replica of the master at `master_port`; -1 if none.
+  int replica_of(int master_port) const {
+    for (int port : ports_) {
+      if (pids_.count(port) == 0 || port == master_port) continue;
+      std::istringstream in(node_cli(port, "ROLE"));
+      std::string role, host;
+      int of = 0;
+      in >> role >> host >> of;  // slave 127.0.0.1 <master port> connected <offset>
+      if (role == "slave" && of == master_port) return port;
+    }
+    return -1;
+  }
+
+  // Runs `args` on the replica at `port` after READONLY, on one connection
+  // (a replica answers MOVED to a read without it).
+  std::string replica_read(int port, const std::string& args) const {
+    return run_shell("printf 'READONLY\\n%s\\n' \"" + args + "\" | " + redis_cli() + " -p " + std::to_string(port));
+  }
+
   // SIGSTOP / SIGCONT one node: a hung master, not a dead one.
   void pause_node(int port) const { ::kill(pids_.at(port), SIGSTOP); }
   void resume_node(int port) const { ::kill(pids_.at(port), SIGCONT); }
@@ -150,6 +169,22 @@ class RedisTestCluster final : public RedisCli {
       auto caught_up = static_cast<std::size_t>(std::count_if(replica_offsets.begin(), replica_offsets.end(),
                                                               [&](long long o) { return o >= master_offset; }));
       if (master_offset >= 0 && replicas > 0 && caught_up == replicas) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  // Polls until every live master reports a replica in state=online (the
+  // initial sync after `--cluster create` done): WAIT counts only those.
+  bool wait_replicas_online(std::chrono::milliseconds limit) const {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      auto ms = masters();
+      bool all = !ms.empty();
+      for (int m : ms) {
+        if (node_cli(m, "INFO replication").find("state=online") == std::string::npos) all = false;
+      }
+      if (all) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;

@@ -127,6 +127,32 @@ TEST(Metrics, PrometheusTextIsWellFormed) {
   }
 }
 
+// The Redis Cluster router's counts: absent unless storage is a cluster,
+// then every series of the fixed label sets, zeros included.
+TEST(Metrics, ClusterCountsOnlyWithAClusterAndWithFixedLabels) {
+  Metrics m;
+  Gauges g;
+  EXPECT_EQ(m.render_prometheus(g).find("kcache_redis_cluster_"), std::string::npos);
+  storage::ClusterCounts c;
+  c.moved = 4;
+  c.ask = 0;
+  c.refreshes = 2;
+  c.node_errors = 3;
+  c.failed = 1;
+  g.cluster = c;
+  std::string text = m.render_prometheus(g);
+  for (const char* want : {"kcache_redis_cluster_redirects_total{kind=\"moved\"} 4\n",
+                           "kcache_redis_cluster_redirects_total{kind=\"ask\"} 0\n",
+                           "kcache_redis_cluster_retries_total{reason=\"tryagain\"} 0\n",
+                           "kcache_redis_cluster_retries_total{reason=\"clusterdown\"} 0\n",
+                           "kcache_redis_cluster_retries_total{reason=\"node_error\"} 3\n",
+                           "kcache_redis_cluster_slot_map_refreshes_total 2\n",
+                           "kcache_redis_cluster_failed_calls_total 1\n",
+                           "# TYPE kcache_redis_cluster_redirects_total counter\n"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want;
+  }
+}
+
 TEST(Metrics, Totals) {
   Metrics m;
   m.record_request("/healthz", "GET", 200, 0.001, 10, 20);

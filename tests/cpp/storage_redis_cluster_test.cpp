@@ -70,6 +70,18 @@ TEST(RedisClusterUrl, ParsesSeedsCredentialsAndQuery) {
   }
 }
 
+TEST(RedisClusterUrl, DurabilityOptionsReachEveryNode) {
+  auto o = parse_redis_cluster_url("redis-cluster://h1:7000,h2:7001/?wait_replicas=1&wait_timeout_ms=250");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->node.wait_replicas, 1);
+  EXPECT_EQ(o->node.wait_timeout.count(), 250);
+  EXPECT_EQ(parse_redis_cluster_url("redis-cluster://h1:7000/").value().node.wait_replicas, 0);
+  EXPECT_EQ(parse_redis_cluster_url("redis-cluster://h1:7000/?wait_replicas=1&timeout_ms=400&wait_timeout_ms=400")
+                .error()
+                .code,
+            Errc::invalid_argument);
+}
+
 TEST(RedisClusterOpen, NoReachableSeedIsUnavailable) {
   int port = testing::free_port();  // nothing listens there
   auto b = open_backend("redis-cluster://127.0.0.1:" + std::to_string(port) + "/?connect_timeout_ms=300", 0);
@@ -152,6 +164,58 @@ class RedisClusterTest : public ::testing::Test {
 
   testing::RedisTestCluster cluster_;
 };
+
+// The durability setting: WAIT goes to the entry's master on the connection
+// that published, so when put() returns the replica has the entry; with that
+// replica hung (SIGSTOP) the put fails within wait_timeout, says why, and a
+// retry once it is back is idempotent (present, confirmed on the replica).
+TEST_F(RedisClusterTest, DurablePutReachesTheReplicaOrFailsWithinTheWait) {
+  auto o = options();
+  o.node.wait_replicas = 1;
+  // Long enough that a replica starved of CPU on a loaded machine still
+  // answers in time; below the 2 s operation timeout, as the URL rule asks.
+  o.node.wait_timeout = std::chrono::milliseconds(1000);
+  auto opened = open_redis_cluster_backend(o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto& backend = *opened;
+  ASSERT_TRUE(cluster_.wait_replicas_online(std::chrono::seconds(20))) << "replicas never finished their first sync";
+  // Keys on every master, each read back on that master's replica at once.
+  for (int i = 0; i < 9; ++i) {
+    std::string k = make_key("durable" + std::to_string(i));
+    auto data = make_bytes(2000 + static_cast<std::size_t>(i), i);
+    auto put = backend->put(k, data, k_meta);
+    ASSERT_TRUE(put.ok()) << put.error().message;
+    EXPECT_EQ(*put, PutOutcome::stored);
+    int master = cluster_.owner_of(redis::key_slot(meta_key(k)), cluster_.ports().front());
+    int replica = cluster_.replica_of(master);
+    ASSERT_GT(replica, 0) << "no replica of " << master;
+    std::string seen = cluster_.replica_read(replica, "HGET " + meta_key(k) + " size");
+    EXPECT_NE(seen.find(std::to_string(2000 + i)), std::string::npos)
+        << "replica " << replica << " of " << master << " lacks " << k << ": " << seen;
+  }
+
+  std::string k = make_key("undurable");
+  auto data = make_bytes(5000, 8);
+  int master = cluster_.owner_of(redis::key_slot(meta_key(k)), cluster_.ports().front());
+  int replica = cluster_.replica_of(master);
+  ASSERT_GT(replica, 0);
+  cluster_.pause_node(replica);  // a replica, and for under the 3 s node timeout: nothing fails over
+  auto start = Clock::now();
+  auto put = backend->put(k, data, k_meta);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  cluster_.resume_node(replica);
+  ASSERT_FALSE(put.ok()) << "a put no replica acknowledged must not succeed";
+  EXPECT_EQ(put.error().code, Errc::not_durable) << put.error().message;
+  EXPECT_NE(put.error().message.find("0 of 1 replicas"), std::string::npos) << put.error().message;
+  EXPECT_GE(took, 950) << "WAIT returned before its timeout";
+  EXPECT_LT(took, 4000) << "one wait_timeout (1 s), generous for a loaded machine";
+
+  auto retried = backend->put(k, data, k_meta);
+  ASSERT_TRUE(retried.ok()) << retried.error().message;
+  EXPECT_EQ(*retried, PutOutcome::already_present) << "the first attempt's entry is reused";
+  EXPECT_NE(cluster_.replica_read(replica, "HGET " + meta_key(k) + " size").find("5000"), std::string::npos);
+  EXPECT_EQ(backend->get(k).value(), data);
+}
 
 TEST_F(RedisClusterTest, SlotFunctionAgreesWithRedis) {
   int port = cluster_.ports().front();

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "storage/redis_backend.hpp"
 #include "storage_test_util.hpp"
@@ -39,6 +40,74 @@ TEST(RedisUrl, ParsesEveryPart) {
                           "redis://nocolon@h:1/0"}) {
     EXPECT_EQ(parse_redis_url(bad).error().code, Errc::invalid_argument) << bad;
   }
+}
+
+TEST(RedisUrl, DurabilityOptions) {
+  auto off = parse_redis_url("redis://h:1/0");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->wait_replicas, 0) << "durability is opt-in";
+  auto on = parse_redis_url("redis://h:1/0?wait_replicas=2&wait_timeout_ms=300&timeout_ms=900");
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  EXPECT_EQ(on->wait_replicas, 2);
+  EXPECT_EQ(on->wait_timeout.count(), 300);
+  auto dflt = parse_redis_url("redis://h:1/0?wait_replicas=1");
+  ASSERT_TRUE(dflt.ok()) << dflt.error().message;
+  EXPECT_EQ(dflt->wait_timeout.count(), 500);
+  EXPECT_TRUE(parse_redis_url("redis://h:1/0?wait_replicas=0").ok());
+  // A WAIT that could outlast the operation timeout would be cut off as a hung server.
+  for (const char* bad : {"redis://h:1/0?wait_replicas=1&wait_timeout_ms=2000", "redis://h:1/0?wait_replicas=-1",
+                          "redis://h:1/0?wait_replicas=x", "redis://h:1/0?wait_replicas=1&wait_timeout_ms=0",
+                          "redis://h:1/0?wait_replicas=17", "redis://h:1/0?wait_replicas",
+                          "redis://h:1/0?timeout_ms=0"}) {
+    EXPECT_EQ(parse_redis_url(bad).error().code, Errc::invalid_argument) << bad;
+  }
+}
+
+// WAIT on one redis-server: with a replica attached a durable put succeeds
+// and the replica has the entry as the put returns; with none it fails
+// Errc::not_durable after wait_timeout, and a retry once a replica is there
+// reports the entry present (idempotent) after confirming it.
+TEST(RedisBackend, DurablePutWaitsForTheReplica) {
+  testing::RedisServer primary;
+  // 1 s: a replica starved of CPU on a loaded machine still answers in time.
+  auto o = parse_redis_url(primary.url() + "?wait_replicas=1&wait_timeout_ms=1000");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  auto b = open_redis_backend(*o);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto& backend = *b;
+  std::string k = make_key("durable");
+  auto data = make_bytes(3000, 5);
+  auto start = Clock::now();
+  auto lonely = backend->put(k, data, k_meta);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  ASSERT_FALSE(lonely.ok());
+  EXPECT_EQ(lonely.error().code, Errc::not_durable) << lonely.error().message;
+  EXPECT_NE(lonely.error().message.find("0 of 1 replicas"), std::string::npos) << lonely.error().message;
+  EXPECT_GE(took, 950) << "WAIT returned before its timeout";
+  EXPECT_LT(took, 5000);
+
+  testing::RedisServer replica;
+  primary.cli("CONFIG SET repl-diskless-sync-delay 0");  // sync at once, not after 5 s
+  // Load the sync from the socket: by default a replica writes dump.rdb into
+  // its working directory (the test's), which every later redis-server
+  // started there would load.
+  replica.cli("CONFIG SET repl-diskless-load swapdb");
+  replica.cli("REPLICAOF 127.0.0.1 " + std::to_string(primary.port()));
+  auto until = Clock::now() + std::chrono::seconds(20);
+  // Online as the primary sees it (after the replica's first ACK): WAIT counts only those.
+  while (primary.cli("INFO replication").find("state=online") == std::string::npos) {
+    ASSERT_LT(Clock::now(), until) << primary.cli("INFO replication");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto retried = backend->put(k, data, k_meta);
+  ASSERT_TRUE(retried.ok()) << retried.error().message;
+  EXPECT_EQ(*retried, PutOutcome::already_present);
+  std::string k2 = make_key("durable2");
+  auto stored = backend->put(k2, data, k_meta);
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  EXPECT_EQ(*stored, PutOutcome::stored);
+  EXPECT_NE(replica.cli("HGET 'kcache:{" + k2 + "}:meta' size").find("3000"), std::string::npos);
+  EXPECT_EQ(backend->get(k2).value(), data);
 }
 
 TEST(RedisUrl, PasswordFromFile) {
