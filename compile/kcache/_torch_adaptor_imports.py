@@ -124,7 +124,11 @@ class _ExternKernels:
     kernels, anything else from the real namespace."""
 
     def __init__(self, table: dict[str, str]) -> None:
-        self.__dict__["_table"] = dict(table)
+        # The table comes from a bundle: an entry that is not a locator is
+        # left out (the real namespace answers for it), never an error.
+        self.__dict__["_table"] = {
+            n: loc for n, loc in (table.items() if isinstance(table, dict) else ())
+            if isinstance(n, str) and isinstance(loc, str) and loc.startswith(("torch:", "ops:"))}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -133,7 +137,7 @@ class _ExternKernels:
         if name in table:
             try:
                 obj = _resolve(table[name])
-            except (AttributeError, RuntimeError):
+            except (AttributeError, RuntimeError, ValueError):
                 obj = getattr(_real(SELECT_ALGORITHM).extern_kernels, name)
         else:
             obj = getattr(_real(SELECT_ALGORITHM).extern_kernels, name)

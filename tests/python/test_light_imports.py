@@ -139,3 +139,22 @@ def test_without_a_table_nothing_is_stood_in_and_nothing_leaks():
     assert r["none"] == [] and r["inside"] is True and r["left"] is False
     assert r["real"] is True
     assert r["stats"] == {"loads_light": 1, "real_imports": 0}
+
+
+def test_a_malformed_table_from_a_bundle_is_answered_by_the_real_module():
+    # A bundle's table is data: wrong types, unknown locators and names that
+    # resolve to nothing fall back to the real extern kernels, never an error.
+    r = run("""
+        import json, sys
+        import torch
+        from kcache import _torch_adaptor_imports as L
+        bad = {"mm": "torch:no_such_kernel", "addmm": "nonsense", "bmm": 7, 3: "torch:mm"}
+        with L.light_imports(bad):
+            from torch._inductor.select_algorithm import extern_kernels as ek
+            got = {"mm": ek.mm is torch.mm, "addmm": ek.addmm is torch.addmm, "bmm": ek.bmm is torch.bmm}
+        with L.light_imports(["not", "a", "dict"]):
+            pass
+        print(json.dumps({"got": got, "stats": L.stats()}))
+        """)
+    assert r["got"] == {"mm": True, "addmm": True, "bmm": True}
+    assert r["stats"]["real_imports"] >= 1
