@@ -65,7 +65,7 @@ def main() -> None:
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--mode", default=None)
-    p.add_argument("--compiler", choices=["kcache", "accelerate", "eager"], default="kcache")
+    p.add_argument("--compiler", choices=["kcache", "kcache-in-place", "accelerate", "eager"], default="kcache")
     p.add_argument("--kv-cache", action="store_true", help="keep the model's KV cache on")
     p.add_argument("--mega-cache-load", help="torch.compiler.load_cache_artifacts() this file first")
     p.add_argument("--mega-cache-save", help="torch.compiler.save_cache_artifacts() to this file")
@@ -86,6 +86,8 @@ def main() -> None:
     kwargs = {"mode": args.mode} if args.mode else {}
     if args.compiler == "kcache":
         model = kcache.compile_regions(model, **kwargs)
+    elif args.compiler == "kcache-in-place":  # DeepSpeed's and Accelerate 1.12+'s FSDP2 way
+        kcache.compile_regions_in_place(model, **kwargs)
     elif args.compiler == "accelerate":
         from accelerate.utils import compile_regions
 
@@ -135,8 +137,8 @@ def main() -> None:
         "stats": c.get("stats", {}),
         "inductor": c.get("inductor", {}),
         "aot_autograd": c.get("aot_autograd", {}),
-        "kcache": kcache.stats() if args.compiler == "kcache" else {},
-        "regions": kcache.api.region_outcomes() if args.compiler == "kcache" else [],
+        "kcache": kcache.stats() if args.compiler.startswith("kcache") else {},
+        "regions": kcache.api.region_outcomes() if args.compiler.startswith("kcache") else [],
         "pid": os.getpid(),
         # What decides the generated code's float order, for a report that
         # compares two runs: the vector ISA Inductor picked and the threads.

@@ -7,6 +7,9 @@
 # log here; crashes land in build-fuzz/crashes/long-*.
 #   bench/fuzz/long.sh 600
 #   bench/fuzz/long.sh 600 resp_parser_fuzz
+# UNIT_TIMEOUT (default 10 s) is libFuzzer's wall-clock limit per input: at
+# nice 19 on a loaded machine a 10 ms input can wait longer than 10 s for a
+# CPU (bench/fuzz/starved-timeouts.txt), so a run beside other work wants more.
 set -uo pipefail
 secs=${1:?usage: bench/fuzz/long.sh SECONDS [FUZZER...]}
 shift
@@ -20,10 +23,10 @@ for f in "${fuzzers[@]}"; do
   log="$root/bench/fuzz/$f.log"
   raw=$(mktemp)
   start=$(date -u +%FT%TZ)
-  nice -n 19 "$build/fuzz/$f" "$build/${corpus[$f]}" -max_total_time="$secs" -timeout=10 \
+  nice -n 19 "$build/fuzz/$f" "$build/${corpus[$f]}" -max_total_time="$secs" -timeout="${UNIT_TIMEOUT:-10}" \
     -rss_limit_mb=2048 -artifact_prefix="$build/crashes/long-$f-" -print_final_stats=1 > "$raw" 2>&1
   rc=$?
-  { echo "# bench/fuzz/long.sh: $f started $start for $secs s at $(git -C "$root" rev-parse --short HEAD)"
+  { echo "# bench/fuzz/long.sh: $f started $start for $secs s at $(git -C "$root" rev-parse --short HEAD) (unit timeout ${UNIT_TIMEOUT:-10} s)"
     head -20 "$raw"; echo "# ..."; tail -60 "$raw"; echo "# exit $rc"; } > "$log"
   rm -f "$raw"
   echo "$f: exit $rc"

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "compile_regions": "kcache.api",
+    "compile_regions_in_place": "kcache.api",
     "compile": "kcache.api",
     "configure": "kcache.api",
     "stats": "kcache.api",

@@ -20,6 +20,7 @@ import torch
 from . import _torch_adaptor as adaptor
 from . import counters as _stats
 from .backend import RegionBackend
+from . import precompiled_in_place
 from .precompiled import PrecompiledBlock, PrecompiledRegion
 from .keyfields import CompileSettings
 from . import _core
@@ -140,6 +141,23 @@ class _Compiler:
             return
         module.compile(backend=backend, fullgraph=self.settings.fullgraph, dynamic=self.settings.dynamic)
 
+    def traced_call_impl(self, module: torch.nn.Module, region_name: str):
+        """What compile_in_place would set as `module._compiled_call_impl`."""
+        return torch.compile(module._call_impl, backend=self._backend(region_name),
+                             fullgraph=self.settings.fullgraph, dynamic=self.settings.dynamic)
+
+    def precompiled_region(self, regions: dict[str, PrecompiledRegion], name: str,
+                           traced, entry: str = "call") -> PrecompiledRegion | None:
+        """The region `name` on the precompiled path, or None when it is off
+        (KCACHE_PRECOMPILED=0, another backend, kcache disabled)."""
+        if not precompiled_enabled() or self.settings is None or self._backend(name) is None:
+            return None
+        region = regions.get(name)
+        if region is None:
+            region = regions[name] = PrecompiledRegion(name, self.settings, _get_store(),
+                                                       traced=traced, entry=entry)
+        return region
+
 
 def _rebind_instance_methods(new: torch.nn.Module, old: torch.nn.Module) -> None:
     """Points instance-level bound methods copied from `old` at `new`.
@@ -177,13 +195,8 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
 
     def block(sub: torch.nn.Module) -> torch.nn.Module:
         name = names.get(id(sub), type(sub).__name__)
-        if not precompiled_enabled() or compiler.settings is None or compiler._backend(name) is None:
-            return compiler(sub, name)
-        region = precompiled.get(name)
-        if region is None:
-            region = precompiled[name] = PrecompiledRegion(
-                name, compiler.settings, _get_store(), traced=lambda b, n=name: compiler(b, n))
-        return PrecompiledBlock(sub, region)
+        region = compiler.precompiled_region(precompiled, name, traced=lambda b, n=name: compiler(b, n))
+        return compiler(sub, name) if region is None else PrecompiledBlock(sub, region)
 
     def walk(m: torch.nn.Module) -> torch.nn.Module:
         if is_repeated_blocks(m):
@@ -214,22 +227,35 @@ def compile(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
 
 
 def compile_regions_in_place(module: torch.nn.Module, **compile_kwargs: Any) -> None:
-    """Like compile_regions, but with nn.Module.compile() on the blocks themselves
-    (Accelerate's DeepSpeed variant: the engine keeps its module object)."""
+    """Like compile_regions, but compiling the blocks themselves, as
+    nn.Module.compile() does (Accelerate's DeepSpeed and FSDP2 variants: the
+    engine keeps its module objects). Blocks take the precompiled path
+    (kcache.precompiled_in_place) unless KCACHE_PRECOMPILED=0 or a block has
+    module hooks; those are compiled as nn.Module.compile() would."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)
     names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}
     adaptor.ensure_recompile_limit(sum(r.count for r in regions))
+    precompiled: dict[str, PrecompiledRegion] = {}
+
+    def block(sub: torch.nn.Module, name: str) -> None:
+        region = compiler.precompiled_region(
+            precompiled, name, traced=lambda b, n=name: compiler.traced_call_impl(b, n),
+            entry="call_impl")
+        if region is None:
+            compiler.compile_in_place(sub, name)
+        else:
+            precompiled_in_place.install(sub, region)
 
     def walk(m: torch.nn.Module) -> None:
         if is_repeated_blocks(m):
             for sub in m:
-                compiler.compile_in_place(sub, names.get(id(sub), type(sub).__name__))
+                block(sub, names.get(id(sub), type(sub).__name__))
         elif has_repeated_blocks(m):
             for child in m.children():
                 walk(child)
         else:
-            compiler.compile_in_place(m, type(m).__name__)
+            block(m, type(m).__name__)
 
     walk(module)

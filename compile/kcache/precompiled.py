@@ -51,6 +51,13 @@ def call(block, *args, **kwargs):
     return block(*args, **kwargs)
 
 
+def call_impl(block, *args, **kwargs):
+    """The function Dynamo compiles for blocks compiled in place
+    (kcache.precompiled_in_place): what nn.Module.compile() compiles."""
+    return block._call_impl(*args, **kwargs)
+
+
+_ENTRIES = {"call": call, "call_impl": call_impl}
 _F_GLOBALS = globals()
 
 
@@ -102,27 +109,32 @@ class PrecompiledRegion:
     """One region (distinct block structure) under one set of compile settings."""
 
     def __init__(self, name: str, settings: CompileSettings, store,
-                 traced: Callable[[torch.nn.Module], torch.nn.Module]) -> None:
+                 traced: Callable[[torch.nn.Module], torch.nn.Module], entry: str = "call") -> None:
         self.name = name
+        self.entry = entry  # the function compiled for every block: _ENTRIES
         self.settings = settings
         self.store = store
-        self.traced = traced  # today's path for one block (RegionBackend under torch.compile)
+        self.traced = traced  # today's path for one block: a callable (RegionBackend under torch.compile)
         self._specs: dict[tuple, _SpecState] = {}
         self._said: set[str] = set()
 
     # ------------------------------------------------------------ running
 
-    def run(self, wrapper: "PrecompiledBlock", args: tuple, kwargs: dict):
-        block = wrapper._modules["_orig_mod"]
+    def run(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
+        """One call of one block: its precompiled function, or the traced path.
+
+        `slots` is the block's own state: "ready" (spec -> function, or None
+        for the traced path) and, once needed, "traced" (its traced callable).
+        """
         spec = (block.training, _fast_spec(args, kwargs))
-        ready = wrapper.__dict__["_kc_ready"]
+        ready = slots["ready"]
         fn = ready.get(spec, _MISSING)
         if fn is _MISSING:
             try:
                 fn = self._function_for(block, spec, args, kwargs)
             except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
                 stats.bump(precompiled_fallbacks=1)
-                self._say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
+                self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
                                "failed (%s: %s); that block takes the traced path", self.name,
                                type(e).__name__, e)
                 fn = None
@@ -134,18 +146,18 @@ class PrecompiledRegion:
                 return adaptor.aot_run(fn, block, *args, **kwargs)
             reason = adaptor.aot_guard_failure(fn, block, *args, **kwargs)
             stats.bump(precompiled_guard_failures=1)
-            self._say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
+            self.say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
                            "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None
-        return self._traced_module(wrapper)(*args, **kwargs)
+        return self._traced(block, slots)(*args, **kwargs)
 
-    def _traced_module(self, wrapper: "PrecompiledBlock") -> torch.nn.Module:
-        traced = wrapper.__dict__.get("_kc_traced")
+    def _traced(self, block: torch.nn.Module, slots: dict) -> Callable:
+        traced = slots.get("traced")
         if traced is None:
-            traced = wrapper.__dict__["_kc_traced"] = self.traced(wrapper._modules["_orig_mod"])
+            traced = slots["traced"] = self.traced(block)
         return traced
 
-    def _say_once(self, what: str, msg: str, *args: Any) -> None:
+    def say_once(self, what: str, msg: str, *args: Any) -> None:
         if what not in self._said:
             self._said.add(what)
             log.warning(msg, *args)
@@ -177,7 +189,7 @@ class PrecompiledRegion:
     def _index(self, block, desc: dict, args: tuple, kwargs: dict) -> _SpecState:
         if pk.device_of(block, args) == "cpu":
             isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
-        fields = pk.region_fields(block, args, kwargs, self.settings, block_desc=desc)
+        fields = pk.region_fields(block, args, kwargs, self.settings, block_desc=desc, entry=self.entry)
         label = pk.label_of(self.name, block, args, kwargs, self.settings)
         key, explanation = pk.key_of(fields, label, {"kind": "precompiled index"})
         state = _SpecState(key, fields, label)
@@ -218,7 +230,7 @@ class PrecompiledRegion:
         if state.fallback:
             outcome["reason"] = state.fallback
             stats.bump(precompiled_fallbacks=1)
-            self._say_once("fallback", "kcache: region %s is not precompiled (%s); it takes the "
+            self.say_once("fallback", "kcache: region %s is not precompiled (%s); it takes the "
                            "traced path", self.name, state.fallback)
         _outcomes.setdefault(key, outcome)
         return state
@@ -226,7 +238,8 @@ class PrecompiledRegion:
     def _compile(self, block, args: tuple, kwargs: dict) -> tuple[Any, dict[str, bytes], float]:
         start = time.perf_counter()
         with adaptor.record_loaded_libraries() as libraries:
-            fn = adaptor.aot_compile_call(call, (block, *args), kwargs, self.settings.mode,
+            fn = adaptor.aot_compile_call(_ENTRIES[self.entry], (block, *args), kwargs,
+                                          self.settings.mode,
                                           self.settings.options, self.settings.dynamic)
         root = adaptor.inductor_cache_dir()
         binaries = {rel: (root / rel).read_bytes() for rel in libraries}
@@ -284,7 +297,7 @@ class PrecompiledRegion:
 
     def _variant_fallback(self, state: _SpecState, reason: str) -> None:
         stats.bump(precompiled_fallbacks=1)
-        self._say_once(reason, "kcache: region %s: %s; those blocks take the traced path",
+        self.say_once(reason, "kcache: region %s: %s; those blocks take the traced path",
                        self.name, reason)
         return None
 
@@ -319,7 +332,7 @@ class PrecompiledBlock(torch.nn.Module):
         super().__init__()
         self._orig_mod = block
         self.__dict__["_kc_region"] = region
-        self.__dict__["_kc_ready"] = {}
+        self.__dict__["_kc_slots"] = {"ready": {}}
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -328,4 +341,5 @@ class PrecompiledBlock(torch.nn.Module):
             return getattr(self._modules["_orig_mod"], name)
 
     def forward(self, *args: Any, **kwargs: Any):
-        return self.__dict__["_kc_region"].run(self, args, kwargs)
+        return self.__dict__["_kc_region"].run(self._modules["_orig_mod"], self.__dict__["_kc_slots"],
+                                               args, kwargs)

@@ -5,6 +5,7 @@ and what kcache's counters did.
 
     python precompiled_job.py zoo [kind ...]
     python precompiled_job.py mutations
+    python precompiled_job.py in-place
 """
 
 from __future__ import annotations
@@ -89,6 +90,39 @@ def mutations() -> dict:
     return {name: run_case(model, (inp,)) for name, (model, inp) in cases.items()}
 
 
+def in_place() -> dict:
+    """compile_regions_in_place (DeepSpeed's and FSDP2's way) on three Norm
+    blocks: block 1 has a forward pre-hook before compiling; after the first
+    step a hook is added to block 0 too. Per step: the difference from eager,
+    how often the hooks ran, kcache's counters."""
+    torch.manual_seed(0)
+    model = blocks.Stack([blocks.Norm(layer_idx=i) for i in range(3)])
+    eager = copy.deepcopy(model)
+    calls = {"hook": 0}
+
+    def hook(module, args):
+        calls["hook"] += 1
+        return (args[0] * 0.5,)  # changes the output: a skipped hook shows
+
+    for m in (model, eager):
+        m.blocks[1].register_forward_pre_hook(hook)
+    kcache.compile_regions_in_place(model)
+    x, = blocks._tokens()
+    steps = []
+    for step in range(2):
+        if step == 1:
+            for m in (model, eager):
+                m.blocks[0].register_forward_pre_hook(hook)
+        before, calls["hook"] = kcache.stats(), 0
+        outs = [m(x).detach() for m in (eager, model)]
+        after = kcache.stats()
+        steps.append({"diff": (outs[0] - outs[1]).abs().max().item(), "hook_calls": calls["hook"],
+                      "delta": {k: after[k] - before[k] for k in
+                                ("precompiled_traces", "precompiled_blocks", "precompiled_fallbacks",
+                                 "hits_node", "misses")}})
+    return {"steps": steps, "regions": kcache.api.region_outcomes()}
+
+
 def _with_shift(block, n):
     block.shift = torch.zeros(n)
     return block
@@ -96,5 +130,5 @@ def _with_shift(block, n):
 
 if __name__ == "__main__":
     what = sys.argv[1]
-    result = zoo(sys.argv[2:]) if what == "zoo" else mutations()
+    result = zoo(sys.argv[2:]) if what == "zoo" else in_place() if what == "in-place" else mutations()
     print(json.dumps(result))

@@ -1,0 +1,81 @@
+"""Blocks compiled in place (kcache.compile_regions_in_place: Accelerate's
+DeepSpeed path and, from Accelerate 1.12 on, its FSDP2 path) take the
+precompiled path too: a warm process traces nothing, misses nothing, builds
+no kernel and trains bit-identically; a block with module hooks, before or
+after compiling, takes the traced path and its hooks run."""
+
+from __future__ import annotations
+
+import pytest
+
+from kc_testing import ServerProcess
+from test_precompiled_blocks import TOL, run
+from test_precompiled_warm import run_job
+
+
+@pytest.mark.slow
+def test_in_place_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrapper):
+    server = ServerProcess(tmp_path)
+    try:
+        args = ("--compiler", "kcache-in-place")
+        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, *args, layers=4, steps=10)
+        k = cold["kcache"]
+        regions = cold["regions"]
+        # GPT2Block overrides __call__ (transformers' GradientCheckpointingLayer):
+        # it runs outside, and kcache compiles what nn.Module.compile() would.
+        assert {r["path"] for r in regions} == {"precompiled"}, regions
+        assert any(r["label"].startswith("GPT2Block/") for r in regions), regions
+        # Positive controls: one trace per region, kernels built.
+        traces = [t for t in cold["dynamo_traced"] if t.startswith("call_impl ")]
+        assert k["precompiled_traces"] == len(regions) == len(traces) >= 4, cold["dynamo_traced"]
+        assert k["precompiled_blocks"] >= 4 + len(regions) - 1
+        assert cold["builds"], "the cold run built no kernel"
+
+        warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, *args, layers=4, steps=10)
+        w = warm["kcache"]
+        assert warm["dynamo_traced"] == [] and warm["stats"] == {}, warm["dynamo_traced"]
+        assert w["precompiled_traces"] == w["misses"] == w["compiles"] == 0
+        assert w["precompiled_blocks"] == k["precompiled_blocks"]
+        assert w["precompiled_fallbacks"] == w["precompiled_guard_failures"] == 0
+        assert w["hits_server"] == len(regions)
+        assert [r["status"] for r in warm["regions"]] == ["server"] * len(regions)
+        assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
+        assert warm["aot_autograd"].get("autograd_cache_miss", 0) == 0
+        assert warm["builds"] == [] and warm["compiler_runs"] == [], warm["compiler_runs"][:3]
+        assert warm["losses"] == cold["losses"] and len(warm["losses"]) == 10
+        assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_in_place_blocks_with_hooks_take_the_traced_path_and_run_them(tmp_path):
+    result, log = run(tmp_path, "in-place", "in-place")
+    first, second = result["steps"]
+    # Step 1: blocks 0 and 2 precompiled (two call signatures: block 0's
+    # input needs no gradient, block 2's does), block 1 (a pre-hook) traced;
+    # the hook ran in eager and in kcache's model.
+    assert first["diff"] <= TOL and first["hook_calls"] == 2, first
+    assert first["delta"]["precompiled_traces"] == 2 and first["delta"]["precompiled_blocks"] == 2
+    assert first["delta"]["precompiled_fallbacks"] == 1, first
+    assert "has module hooks (_forward_pre_hooks)" in log
+    # Step 2: a hook added to block 0 after compiling is not skipped.
+    assert second["diff"] <= TOL and second["hook_calls"] == 4, second
+    assert second["delta"]["precompiled_fallbacks"] == 1, second
+
+
+def test_in_place_regions_have_keys_of_their_own():
+    """What runs for an in-place block is `_call_impl`, not `block(...)`:
+    its key says so, and compile_regions' keys stay as they were."""
+    import torch
+
+    from kcache import precompiled_key as pk
+    from kcache.keyfields import CompileSettings
+
+    block, args = torch.nn.Linear(4, 4), (torch.randn(2, 4),)
+    settings = CompileSettings(backend="inductor", mode=None, fullgraph=False, dynamic=None, options={})
+    plain = pk.region_fields(block, args, {}, settings)
+    assert pk.region_fields(block, args, {}, settings, entry="call") == plain
+    in_place = pk.region_fields(block, args, {}, settings, entry="call_impl")
+    assert in_place["region"] != plain["region"] and '"entry":"call_impl"' in in_place["region"]
+    assert pk.key_of(in_place, "x")[0] != pk.key_of(plain, "x")[0]
