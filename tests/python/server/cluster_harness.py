@@ -169,6 +169,20 @@ class RedisCluster:
                 raise RuntimeError("cluster never reached cluster_state:ok")
             time.sleep(0.05)
 
+    def wait_agreed(self, limit: float = 30) -> None:
+        """Until `redis-cli --cluster check` finds every node agreeing on the
+        slot map and every slot covered (what redis-cli's own add-node and
+        reshard insist on before they act)."""
+        deadline = time.monotonic() + limit
+        while True:
+            out = subprocess.run([REDIS_CLI, "--cluster", "check", f"127.0.0.1:{self.ports[0]}"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            if "[OK] All nodes agree about slots configuration." in out and "[OK] All 16384 slots covered." in out:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("the nodes never agreed on the slot map: " + out[-2000:])
+            time.sleep(0.1)
+
     def url(self, first: int | None = None, query: str = "?connect_timeout_ms=500&timeout_ms=2000") -> str:
         """A URL whose first seed is node `first` (where that server subscribes)."""
         first = self.ports[0] if first is None else first
@@ -244,6 +258,115 @@ class RedisCluster:
         finally:
             for c in conns.values():
                 c.close()
+
+    def replica_of(self, master: int) -> int:
+        """The port of a replica whose master is `master`."""
+        for p in self.procs:
+            role = cli(p, "ROLE").split()
+            if role[:1] == ["slave"] and int(role[2]) == master:
+                return p
+        raise AssertionError(f"no replica of {master}")
+
+    def wait_synced(self, replica: int, limit: float = 30) -> None:
+        """Until `replica` is connected to its master and has caught up with
+        it: its offset (ROLE) reaches the master's offset as it was once the
+        link was up (the master's keeps moving under load)."""
+        deadline = time.monotonic() + limit
+        target = None
+        while True:
+            role = cli(replica, "ROLE").split()
+            if role[:1] == ["slave"] and role[3:4] == ["connected"]:
+                if target is None:
+                    target = int(cli(int(role[2]), "ROLE").split()[1])
+                if int(role[4]) >= target:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replica {replica} never caught up: {role}")
+            time.sleep(0.05)
+
+    def restart_node(self, port: int) -> None:
+        """Stops node `port` (SIGTERM: a clean shutdown) and starts it again
+        on its port and directory, as an upgrade to a new redis-server
+        binary would; its nodes.conf brings it back into the cluster."""
+        p = self.procs.pop(port)
+        p.terminate()
+        p.wait(30)
+        self.procs[port] = subprocess.Popen(self.node_args(port), stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while f"process_id:{self.procs[port].pid}" not in cli(port, "INFO", "server").split():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {port} did not come back")
+            time.sleep(0.02)
+
+    @classmethod
+    def restore(cls, tmp: pathlib.Path, dumps: list[pathlib.Path], replicas: int = 1,
+                node_timeout_ms: int = 3000) -> "RedisCluster":
+        """A new cluster from one RDB file per master of an old one: each new
+        master starts, alone, on a copy of one dump (no nodes.conf) and
+        claims the slots it finds keys for; CLUSTER MEET joins them,
+        `redis-cli --cluster fix` gives the slots no dump had keys in to
+        some master, and empty replicas are added with
+        `redis-cli --cluster add-node --cluster-slave`."""
+        c = cls.__new__(cls)
+        c.tmp, c.node_timeout_ms, c.extra_args = tmp, node_timeout_ms, []
+        c.procs, c.dirs = {}, {}
+        try:
+            for dump in dumps:
+                port = None
+                while port is None:
+                    port = free_port()
+                    c.dirs[port] = tmp / str(port)
+                    c.dirs[port].mkdir(parents=True, exist_ok=True)
+                    shutil.copy(dump, c.dirs[port] / "dump.rdb")
+                    proc = subprocess.Popen(c.node_args(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    if c._wait_pong(port, proc):
+                        c.procs[port] = proc
+                    else:
+                        shutil.rmtree(c.dirs.pop(port), ignore_errors=True)
+                        port = None
+            c.ports = list(c.procs)
+            first = c.ports[0]
+            for p in c.ports[1:]:
+                cli(p, "CLUSTER", "MEET", "127.0.0.1", str(first))
+            # Until every node knows every other and they agree on who has
+            # which slot (the claims travel by gossip).
+            deadline = time.monotonic() + 30
+            while True:
+                infos = [cli(p, "CLUSTER", "INFO") for p in c.ports]
+                assigned = {line for i in infos for line in i.splitlines() if line.startswith("cluster_slots_assigned")}
+                if all(f"cluster_known_nodes:{len(c.ports)}" in i for i in infos) and len(assigned) == 1 and \
+                        "Nodes don't agree" not in subprocess.run(
+                            [REDIS_CLI, "--cluster", "check", f"127.0.0.1:{first}"], capture_output=True,
+                            text=True, timeout=60).stdout:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the restored masters never agreed on their slots")
+                time.sleep(0.1)
+            # Covering slots is a question --cluster-yes does not answer: say yes on stdin.
+            fixed = subprocess.run([REDIS_CLI, "--cluster", "fix", f"127.0.0.1:{first}", "--cluster-yes"],
+                                   input="yes\n" * 4, capture_output=True, text=True, timeout=120)
+            if fixed.returncode != 0:
+                raise RuntimeError(fixed.stdout[-3000:] + fixed.stderr[-3000:])
+            c.wait_agreed()
+            for m in list(c.ports):
+                mid = c.node_id(m)
+                for _ in range(replicas):
+                    r = None
+                    while r is None:
+                        r = c._start_node()
+                    added = subprocess.run([REDIS_CLI, "--cluster", "add-node", f"127.0.0.1:{r}", f"127.0.0.1:{m}",
+                                            "--cluster-slave", "--cluster-master-id", mid],
+                                           capture_output=True, text=True, timeout=60)
+                    if added.returncode != 0:
+                        raise RuntimeError(added.stdout[-2000:] + added.stderr[-2000:])
+                    c.ports.append(r)
+                    c.wait_agreed()
+            c.wait_ok()
+            return c
+        except BaseException:
+            c.stop()
+            raise
 
     def stop(self) -> None:
         for p in self.procs.values():

@@ -276,7 +276,7 @@ def run(cluster: RedisCluster, start_server, t_begin: float) -> None:
     assert not bad_gets, f"{len(bad_gets)} of {len(gets)} GETs of stored keys did not hit: {bad_gets[:5]}"
     assert not bad_puts, f"{len(bad_puts)} of {len(puts)} PUTs not stored: {bad_puts[:5]}"
     assert not bad_leases, f"{len(bad_leases)} of {len(leases)} lease calls failed: {bad_leases[:5]}"
-    assert load.chase_gets >= len(hand) and load.chase_puts >= 1, report
+    assert load.chase_gets >= 1 and load.chase_puts >= 1, report  # the slots mid-move were read and written
     assert counts["ask"] >= 1, f"no ASK redirect counted: {counts}"
     assert counts["moved"] >= 1, f"no MOVED redirect counted: {counts}"
     assert counts["failed_calls"] == 0, counts
