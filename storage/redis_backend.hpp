@@ -63,7 +63,10 @@ struct RedisOptions {
   // How long a put's temp chunks outlive a crashed writer. Long enough for
   // the slowest upload of one object, short enough not to hoard memory.
   std::chrono::milliseconds temp_ttl{300'000};
-  std::size_t chunk_bytes = 1 << 20;  // under Redis's 512 MB limit, small enough not to stall it
+  // Under Redis's 512 MB limit and small enough not to stall it; 64 bytes
+  // under 1 MiB so that a chunk and its string header fill jemalloc's 1 MiB
+  // size class (exactly 1 MiB took the 1.25 MiB class: 26 % more memory).
+  std::size_t chunk_bytes = (1 << 20) - 64;
   std::uint64_t capacity_bytes = 0;   // 0: unlimited
   // Durability (docs/storage-cluster.md "Durability"): with wait_replicas > 0
   // a put, once published, sends WAIT wait_replicas wait_timeout on the
@@ -92,7 +95,7 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options)
 struct RedisClusterOptions {
   RedisOptions node;
   std::vector<std::pair<std::string, int>> seeds;  // host, port: any nodes of the cluster
-  int max_attempts = 5;  // rounds of redirects / retries per call before failing open
+  int max_attempts = 5;  // rounds per call that met a dead node, MOVED or CLUSTERDOWN, before failing open
 };
 
 // Parses redis-cluster://[user:pass@]host:port[,host:port...][/][?query],

@@ -137,18 +137,26 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
   for (std::size_t i = 0; i < segs.size(); ++i) pending[i] = i;
   Error last = make_error(Errc::unavailable, "redis cluster: no slot map");
 
-  // Retrying stops after max_attempts rounds or once a round starts later than
-  // one connect plus one operation timeout after the call began, whichever
-  // comes first: a black-holed master must not cost a caller many timeouts.
+  // Retrying stops once max_attempts rounds have been spent or once a round
+  // would start later than one connect plus one operation timeout after the
+  // call began, whichever comes first: a black-holed master must not cost a
+  // caller many timeouts. A round whose only retries are a slot migration's
+  // (ASK, TRYAGAIN) spends nothing: an entry whose keys are split between
+  // the migrating and the importing node for the length of a MIGRATE batch
+  // ping-pongs ASK -> TRYAGAIN until its last key has moved, and giving up
+  // after a fixed number of rounds would turn a reshard into misses. Those
+  // rounds are bounded by the deadline (and k_max_rounds) alone.
+  constexpr int k_max_rounds = 64;
   const auto deadline = std::chrono::steady_clock::now() + opts_.node.connect_timeout + opts_.node.op_timeout;
-  for (int attempt = 0; attempt < opts_.max_attempts && !pending.empty(); ++attempt) {
+  for (int attempt = 0, spent = 0; spent < opts_.max_attempts && attempt < k_max_rounds && !pending.empty();
+       ++attempt) {
     if (attempt > 0 && std::chrono::steady_clock::now() > deadline) break;
     auto [map, epoch] = snapshot();
     if (!map) break;
     // Group the pending segments by the node they go to, keeping their order.
     std::vector<std::pair<Endpoint, std::vector<std::size_t>>> groups;
     std::vector<std::size_t> retry;
-    bool stale = false, pause = false;
+    bool stale = false, pause = false, migrating_only = true;
     std::optional<Endpoint> hint;
     for (std::size_t si : pending) {
       const Segment& s = segs[si];
@@ -160,6 +168,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
         last = make_error(Errc::unavailable, "redis cluster: no master serves slot " + std::to_string(s.slot));
         retry.push_back(si);
         stale = pause = true;
+        migrating_only = false;
         continue;
       }
       auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first.text() == to->text(); });
@@ -188,6 +197,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
           retry.push_back(si);
         }
         stale = pause = true;
+        migrating_only = false;
         continue;
       }
       std::size_t at = 0;
@@ -195,6 +205,10 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
         Segment& s = segs[si];
         if (s.ask) at++;  // ASKING's +OK
         bool redo = false;
+        // Where the retry goes after ASKING: an ASK's target; after a
+        // TRYAGAIN from a node this segment was ASKed to, that node again
+        // (the slot's keys only move towards it; the migrating node would
+        // only answer ASK once more).
         std::optional<Endpoint> ask_to;
         for (std::size_t j = s.begin; j < s.end; ++j, ++at) {
           out[j] = std::move((*r)[at]);
@@ -205,14 +219,20 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
             moved_++;
             hint = *moved;
             stale = redo = true;
+            migrating_only = false;
           } else if (auto ask = redirect_target(err, "ASK")) {
             if (ask->host.empty()) ask->host = node.host;
             ask_++;
             ask_to = *ask;
             redo = true;
-          } else if (starts(err, "TRYAGAIN") || starts(err, "CLUSTERDOWN")) {
-            (err[0] == 'T' ? tryagain_ : clusterdown_)++;
+          } else if (starts(err, "TRYAGAIN")) {
+            tryagain_++;
+            ask_to = s.ask;
             pause = redo = true;
+          } else if (starts(err, "CLUSTERDOWN")) {
+            clusterdown_++;
+            pause = redo = true;
+            migrating_only = false;
           }
           if (redo) last = *reply_error(out[j].get());
         }
@@ -223,6 +243,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
     }
     pending = std::move(retry);
     if (pending.empty()) break;
+    if (!migrating_only) spent++;
     if (pause) backoff(attempt);
     if (stale) {
       if (auto s = refresh(epoch, hint); !s) last = s.error();

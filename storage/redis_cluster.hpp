@@ -13,12 +13,16 @@
 // retries there; ASK (the slot is migrating and the key is on the target)
 // retries on the target, prefixed with ASKING, without touching the map;
 // TRYAGAIN and CLUSTERDOWN (a multi-key command mid-migration, a failover)
-// retry after a short backoff. A connection that fails (a dead master)
-// refreshes the map and retries. All of this is bounded: at most
-// max_attempts rounds per call, and no new round once connect_timeout +
-// op_timeout have passed since the call began; then the last error —
-// Errc::unavailable, as with a single Redis that is down. A timeout is
-// returned at once (the caller's budget is one op_timeout, as RedisPool's).
+// retry after a short backoff — a TRYAGAIN from the node an ASK sent the
+// command to retries there (with ASKING) again. A connection that fails (a
+// dead master) refreshes the map and retries. All of this is bounded: no new
+// round once connect_timeout + op_timeout have passed since the call began,
+// and at most max_attempts rounds that met a dead node, MOVED or
+// CLUSTERDOWN; rounds retried only for a slot migration (ASK, TRYAGAIN: an
+// entry whose keys a reshard has split between two nodes until its last key
+// moves) are bounded by the deadline alone (and 64 rounds). Then the last
+// error — Errc::unavailable, as with a single Redis that is down. A timeout
+// is returned at once (the caller's budget is one op_timeout, as RedisPool's).
 // A command whose connection broke mid-pipeline may have run before the
 // retry runs it again: every command the backend and the lease table send is
 // safe to repeat (scripts check before they write), as with RedisPool's own

@@ -32,7 +32,7 @@ if "KCACHE_BUILD_DIR" in os.environ and "KCACHE_SERVER_BIN" not in os.environ:
 
 import server_harness  # noqa: E402
 from server_harness import KcacheServer, make_bundle, new_key  # noqa: E402
-from test_cluster_replicas import RedisCluster, cli  # noqa: E402
+from cluster_harness import RedisCluster, cli  # noqa: E402
 
 UPLOADS = 200  # per mode and size
 ROUNDS = 2  # each on a fresh cluster

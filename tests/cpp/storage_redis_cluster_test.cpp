@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <set>
+#include <thread>
 
 #include "redis_cluster_util.hpp"
 #include "storage/redis_backend.hpp"
@@ -314,6 +315,58 @@ TEST_F(RedisClusterTest, AskDuringAMigrationIsFollowed) {
   finish_migration(slot, from, to);
   EXPECT_EQ(backend->get(k).value(), data);
   EXPECT_EQ(backend->head(k)->hits, 2u);
+}
+
+// An entry split between the two nodes of a migrating slot (its meta already
+// on the importing node, its chunks still on the migrating one, as when one
+// MIGRATE batch of a reshard does not hold all of a slot's keys) answers
+// ASK on the source and TRYAGAIN on the target (the read is one MULTI over
+// several keys) until its last key has moved. The read waits for that,
+// within its deadline (connect + op timeout), instead of giving up after a
+// fixed number of redirects and turning a reshard into misses.
+TEST_F(RedisClusterTest, EntrySplitByAMigrationIsReadOnceItsKeysHaveMoved) {
+  auto backend = open();
+  auto r = router();
+  std::string k = make_key("split");
+  auto data = make_bytes(2'500'000, 5);  // meta and three chunks
+  ASSERT_TRUE(backend->put(k, data, k_meta).ok());
+  int slot = redis::key_slot(meta_key(k));
+  int from = cluster_.owner_of(slot, cluster_.ports().front());
+  int to = other_master(from);
+  begin_migration(slot, from, to);
+  ASSERT_EQ(trim(cluster_.node_cli(from, "MIGRATE 127.0.0.1 " + std::to_string(to) + " '' 0 5000 KEYS '" +
+                                             meta_key(k) + "'")),
+            "OK");
+  std::thread rest([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    finish_migration(slot, from, to);
+  });
+  auto before = r->counts();
+  auto start = Clock::now();
+  auto got = r->pipeline({{"MULTI"}, {"HGET", meta_key(k), "size"}, {"GET", "kcache:{" + k + "}:chunk:0"}, {"EXEC"}});
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  rest.join();
+  ASSERT_TRUE(got.ok()) << got.error().message << " after " << took << " ms";
+  EXPECT_GE(took, 400) << "read before the slot's keys were together";
+  auto after = r->counts();
+  EXPECT_GE(after.ask, before.ask + 1);
+  EXPECT_GE(after.tryagain, before.tryagain + 1);
+  EXPECT_EQ(after.failed, before.failed);
+  // The backend's own read across the same kind of split: the slot moves back
+  // with the meta first again.
+  begin_migration(slot, to, from);
+  ASSERT_EQ(trim(cluster_.node_cli(to, "MIGRATE 127.0.0.1 " + std::to_string(from) + " '' 0 5000 KEYS '" +
+                                           meta_key(k) + "'")),
+            "OK");
+  std::thread back([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    finish_migration(slot, to, from);
+  });
+  auto read = backend->get(k);
+  back.join();
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, data);
+  EXPECT_EQ(backend->get(k).value(), data);
 }
 
 TEST_F(RedisClusterTest, HungMasterTimesOutOnceThenRecovers) {

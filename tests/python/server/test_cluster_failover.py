@@ -36,8 +36,8 @@ import time
 
 import pytest
 
+from cluster_harness import REDIS_CLI, RedisCluster, cli
 from server_harness import REDIS, make_bundle, new_key
-from test_cluster_replicas import REDIS_CLI, RedisCluster, cli
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
@@ -146,18 +146,13 @@ def check_metrics(text: str) -> None:
 def restart_node(cluster: RedisCluster, port: int) -> None:
     """The killed node, restarted on its port and directory: its nodes.conf
     makes it rejoin, as a replica of the master that replaced it."""
-    d = cluster.dirs[port]
-    cluster.procs[port] = subprocess.Popen(
-        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-         "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000", "--dir", str(d),
-         "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cluster.procs[port] = subprocess.Popen(cluster.node_args(port), stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize("durable", [True, False], ids=["wait_replicas=1", "async"])
 def test_master_killed_under_load(durable, start_server, tmp_path):
     cluster = RedisCluster(tmp_path / "cluster")
-    cluster.dirs = {p: tmp_path / "cluster" / str(p) for p in cluster.ports}
     try:
         run(cluster, durable, start_server)
     finally:

@@ -8,85 +8,15 @@ one replica are read through the other."""
 
 from __future__ import annotations
 
-import pathlib
-import shutil
-import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
+from cluster_harness import REDIS_CLI, RedisCluster, cli
 from server_harness import REDIS, make_bundle, new_key
 
-REDIS_CLI = shutil.which("redis-cli")
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cli(port: int, *args: str) -> str:
-    return subprocess.run([REDIS_CLI, "-p", str(port), *args], capture_output=True, text=True, timeout=30).stdout
-
-
-class RedisCluster:
-    """Six redis-server nodes joined by `redis-cli --cluster create --cluster-replicas 1`."""
-
-    def __init__(self, tmp: pathlib.Path) -> None:
-        self.procs: dict[int, subprocess.Popen] = {}
-        while len(self.procs) < 6:
-            port = free_port()
-            d = tmp / str(port)
-            d.mkdir(parents=True, exist_ok=True)
-            p = subprocess.Popen([REDIS, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                                  "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000",
-                                  "--dir", str(d), "--save", "", "--appendonly", "no",
-                                  "--repl-diskless-sync-delay", "0"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if self._wait_pong(port, p):
-                self.procs[port] = p
-        self.ports = list(self.procs)
-        created = subprocess.run([REDIS_CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in self.ports],
-                                  "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True,
-                                 timeout=60)
-        if created.returncode != 0:
-            self.stop()
-            raise RuntimeError(created.stdout + created.stderr)
-        deadline = time.monotonic() + 30
-        while not all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in self.ports):
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("cluster never reached cluster_state:ok")
-            time.sleep(0.05)
-
-    @staticmethod
-    def _wait_pong(port: int, proc: subprocess.Popen) -> bool:
-        for _ in range(500):
-            if proc.poll() is not None:
-                return False  # the port was taken meanwhile
-            # Ours, not another test's node that took the port first.
-            if f"process_id:{proc.pid}" in cli(port, "INFO", "server").split():
-                return True
-            time.sleep(0.01)
-        proc.kill()
-        return False
-
-    def url(self, first: int) -> str:
-        """A URL whose first seed is node `first` (where that server subscribes)."""
-        order = [first] + [p for p in self.ports if p != first]
-        return "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in order) + "/?connect_timeout_ms=500&timeout_ms=2000"
-
-    def role(self, port: int) -> str:
-        return cli(port, "ROLE").split("\n", 1)[0]
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            p.kill()
-            p.wait(10)
 
 
 @pytest.fixture
