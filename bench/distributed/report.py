@@ -52,8 +52,16 @@ def notes(data: dict) -> list[str]:
                 f"AOTAutograd bypasses, {x.get('not_stored', '?')} regions kcache could not store (nothing in "
                 f"PyTorch's caches)" for x in odd))
     rev = sorted({r.get("kcache_rev", "before rows recorded it") for r in data["results"]})
+    unrecorded = [f"{r['mode']} N={r['n']}" for r in data["results"] if "ranks" in r.get("restart", {})
+                  and any("not_stored" not in x for x in r["restart"]["ranks"])]
+    out = out or ["- Every restart wave: no AOTAutograd miss on any rank"
+                  + (", and, where recorded, no AOTAutograd bypass and every region stored "
+                     f"(not recorded in: {', '.join(unrecorded)})" if unrecorded else
+                     ", no AOTAutograd bypass, every region stored") + "."]
     return (["", "## Notes", "", *out, "", "kcache revision of each row's checkout: "
-             + "; ".join(f"`{v}`: " + ", ".join(f"{r['mode']} N={r['n']}" for r in data["results"]
+             + "; ".join(f"`{v}`: " + ", ".join(f"{r['mode']} N={r['n']} (accelerate "
+                                                 f"{r.get('versions', data['meta']['versions'])['accelerate']})"
+                                                 for r in data["results"]
                                                  if r.get("kcache_rev", "before rows recorded it") == v)
                          for v in rev) + "."])
 

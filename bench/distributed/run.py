@@ -213,7 +213,7 @@ def meta(args, t0: float) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
             "versions": versions(),
             "layers": args.layers, "steps": args.steps, "elapsed_s": round(time.time() - t0),
-            "command": "bench/distributed/run.py " + " ".join(sys.argv[1:])}
+            "command": f"{sys.executable} bench/distributed/run.py " + " ".join(sys.argv[1:])}
 
 
 if __name__ == "__main__":
