@@ -10,4 +10,7 @@ venv=${1:?usage: bench/overlay_venv.sh DIR}
 [[ -x "$root/.venv/bin/python" ]] || "$root/scripts/setup.sh"
 python3 -m venv "$venv"
 site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-"$root/.venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/kcache-base.pth"
+# The base venv's real path (a worktree's .venv may be a link to another
+# checkout's): the overlay may live outside this checkout.
+base=$(readlink -f "$root/.venv")
+"$base/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$site/kcache-base.pth"

@@ -31,6 +31,17 @@ stopped at the end, on a timeout and on Ctrl-C.
     .venv/bin/python bench/coldstart/run.py --ranks 1 4 --setups none node
     .venv/bin/python bench/coldstart/run.py --setups precompiled pytorch-remote --merge
                     # replaces those setups' rows in results.json, keeps the others
+    .venv/bin/python bench/coldstart/run.py --job fsdp2 --ranks 1 4 8 --setups none precompiled \
+        --layers 4 --out bench/coldstart/results_4layers.json --merge
+
+--job fsdp2 runs examples/accelerate_fsdp2.py instead (Accelerate's FSDP2
+path, fully_shard per block, with kcache.accelerate.install(), or Accelerate's
+own compile_regions for none / pytorch-remote; docs/distributed.md): its
+rows sit beside the DDP job's in the same results file and report. FSDP2
+reduces gradients inside backward (reduce-scatter), so its "first
+all-reduce" is the end of the first backward. Its model keeps the KV cache
+off (accelerate_job.py's default). A results file's report is written next
+to it: results.json -> REPORT.md, results_X.json -> REPORT_X.md.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ import services
 
 HERE = Path(__file__).resolve().parent
 SETUPS = ("none", "pytorch-remote", "node", "server-disk", "server-redis", "precompiled")
+JOBS = ("ddp", "fsdp2")
 
 
 def parse_cxx_log(path: Path) -> dict[str, dict[str, float]]:
@@ -78,10 +90,16 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     cxx_log = work / f"cxx-{wave}.log"
     compiler = "accelerate" if setup in ("none", "pytorch-remote") else "kcache"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-           "--max-restarts=0", str(services.REPO / "examples" / "ddp_train.py"),
-           "--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
-           "--steps", str(args.steps), "--compiler", compiler, "--out", str(out_dir), "--kv-cache",
-           "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
+           "--max-restarts=0"]
+    common = ["--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
+              "--steps", str(args.steps), "--out", str(out_dir),
+              "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
+    if args.job == "ddp":
+        cmd += [str(services.REPO / "examples" / "ddp_train.py"), *common, "--compiler", compiler, "--kv-cache"]
+    else:  # Accelerate's FSDP2 path; kcache through kcache.accelerate.install()
+        cmd += [str(services.REPO / "examples" / "accelerate_fsdp2.py"), *common]
+        if compiler == "accelerate":
+            cmd.append("--no-kcache")
     if setup == "node":
         cmd += ["--node-dir", str(work / "node-shared")]
     elif setup.startswith("server") or setup == "precompiled":
@@ -104,6 +122,9 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     ranks = []
     for r in range(n):
         res = json.loads((out_dir / f"rank-{r}.json").read_text())
+        # FSDP2 reduce-scatters gradients inside backward (accelerate_job.py
+        # records no separate all-reduce).
+        res.setdefault("first_allreduce_s", res["regions_ready_s"])
         res["cxx_runs"] = int(cxx.get(str(r), {}).get("runs", 0))
         res["cxx_codegen"] = int(cxx.get(str(r), {}).get("codegen", 0))
         res["cxx_cpu_s"] = round(cxx.get(str(r), {}).get("cpu_s", 0.0), 2)
@@ -136,7 +157,7 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
         env["KCACHE_PRECOMPILED"] = "1" if setup == "precompiled" else "0"
         if server is not None:
             env["KCACHE_URL"] = url
-        result = {"setup": setup, "n": n}
+        result = {"job": args.job, "setup": setup, "n": n}
         # Without kcache nothing survives a restart into new containers: the
         # restart wave is the cold wave again (run it with --none-restart).
         waves = ("cold", "restart") if setup != "none" or args.none_restart else ("cold",)
@@ -151,7 +172,7 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
                     "kcache_uploads_total", "kcache_sent_bytes_total", "kcache_leases_granted_total",
                     "kcache_leases_waited_total")}
             result[wave] = res
-            print(f"  {setup:13s} N={n:2d} {wave:8s} "
+            print(f"  {args.job:5s} {setup:13s} N={n:2d} {wave:8s} "
                   + (res["error"][:200] if "error" in res else
                      f"all ready {res['all_ready_s']:6.1f} s, g++ runs {res['cxx_runs']:3d} "
                      f"({res['cxx_codegen']:3d} codegen), "
@@ -165,6 +186,8 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--job", choices=JOBS, default="ddp",
+                   help="ddp: examples/ddp_train.py; fsdp2: examples/accelerate_fsdp2.py")
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 4, 8, 16])
     p.add_argument("--setups", nargs="+", choices=SETUPS, default=list(SETUPS))
     p.add_argument("--model", default="gpt2")
@@ -191,7 +214,8 @@ def main() -> None:
     if args.merge and args.out.exists():
         old = json.loads(args.out.read_text())
         kept_meta = old.get("meta", {})
-        results = [r for r in old["results"] if not (r["setup"] in args.setups and r["n"] in args.ranks)]
+        results = [r for r in old["results"] if not (r.get("job", "ddp") == args.job
+                                                      and r["setup"] in args.setups and r["n"] in args.ranks)]
     try:
         for n in args.ranks:
             for setup in args.setups:
@@ -209,7 +233,7 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
     import report
 
-    report.write(args.out, HERE / "REPORT.md", HERE / "plot.png")
+    report.write(args.out, *report.outputs_for(args.out))
 
 
 def meta(args, t0: float) -> dict:
@@ -219,7 +243,8 @@ def meta(args, t0: float) -> dict:
 
     return {"date": time.strftime("%Y-%m-%d"), "machine": platform.machine(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "model": args.model, "layers": args.layers,
-            "hidden": args.hidden, "steps": args.steps, "elapsed_s": round(time.time() - t0)}
+            "hidden": args.hidden, "steps": args.steps, "elapsed_s": round(time.time() - t0),
+            "job": args.job, "command": ".venv/bin/python bench/coldstart/run.py " + " ".join(sys.argv[1:])}
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@
 # transformers and accelerate, which come first on sys.path; torch stays at
 # the pinned 2.13 (pinned here too, so pip never fetches another build).
 #   TRANSFORMERS=5.24.0 ACCELERATE=1.15.0 (defaults: the newest releases tried)
+#   bench/compat/setup.sh [DIR]   (default: .venv-latest in this checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-venv="$root/.venv-latest"
+venv=${1:-$root/.venv-latest}
 "$root/bench/overlay_venv.sh" "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check "torch==2.13.0" \
   "transformers==${TRANSFORMERS:-5.24.0}" "accelerate==${ACCELERATE:-1.15.0}"

@@ -21,6 +21,15 @@ Python that has it (bench/distributed/setup_deepspeed.sh makes one):
     .venv/bin/python bench/distributed/run.py --modes ddp fsdp2 --ranks 2 4
     .venv-deepspeed/bin/python bench/distributed/run.py        # all modes, N = 2 and 4
     .venv/bin/python bench/distributed/run.py --report          # REPORT.md from results.json
+
+Rows are keyed by mode, N and the Accelerate release they ran with, so a
+run from another environment (DeepSpeed against Accelerate 1.15:
+`ACCELERATE=1.15.0 TRANSFORMERS=5.24.0 bench/distributed/setup_deepspeed.sh DIR`)
+adds rows with --merge instead of replacing the pinned release's. A venv
+outside this checkout (setup_deepspeed.sh DIR) imports the kcache installed
+in .venv: put this checkout's first with PYTHONPATH=compile (a built
+_core in compile/kcache), and name the server with KCACHE_SERVER_BIN when
+this checkout has no build/dev.
 """
 
 from __future__ import annotations
@@ -117,7 +126,7 @@ def run_mode(root: Path, mode: str, n: int, args) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"{mode}-n{n}-", dir=root))
     try:
         _, url = services.start_server(work, f"disk:{work / 'server-data'}")
-        result = {"mode": mode, "n": n}
+        result = {"mode": mode, "n": n, "versions": versions(), "kcache_rev": kcache_rev()}
         for name in ("cold", "restart"):
             res = wave(work, mode, n, name, url, args)
             result[name] = res
@@ -156,7 +165,14 @@ def main() -> None:
     if args.merge and args.out.exists():
         old = json.loads(args.out.read_text())
         earlier = old["meta"].get("earlier_runs", []) + [{k: old["meta"][k] for k in ("command", "date")}]
-        results = [r for r in old["results"] if not (r["mode"] in args.modes and r["n"] in args.ranks)]
+        for r in results:  # rows from before rows carried versions ran with that run's
+            r.setdefault("versions", old["meta"]["versions"])
+        mine = versions()["accelerate"]
+        # A row is replaced by one of the same mode, N and Accelerate release
+        # (rows from before rows carried versions ran with the run's own).
+        results = [r for r in old["results"] if not (
+            r["mode"] in args.modes and r["n"] in args.ranks
+            and r.get("versions", old["meta"]["versions"])["accelerate"] == mine)]
     t0 = time.time()
     try:
         for n in args.ranks:
@@ -172,7 +188,16 @@ def main() -> None:
     report.write(args.out, HERE / "REPORT.md")
 
 
-def meta(args, t0: float) -> dict:
+def kcache_rev() -> str:
+    """The checkout's commit, with "+changes" when kcache's code differs from it."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(services.REPO), *a], capture_output=True, text=True).stdout.strip()
+
+    rev = git("rev-parse", "--short", "HEAD") or "unknown"
+    return rev + ("+changes" if git("status", "--porcelain", "compile", "examples") else "")
+
+
+def versions() -> dict[str, str | None]:
     import importlib.metadata as md
 
     def version(name: str) -> str | None:
@@ -181,10 +206,14 @@ def meta(args, t0: float) -> dict:
         except md.PackageNotFoundError:
             return None
 
+    return {k: version(k) for k in ("torch", "transformers", "accelerate", "deepspeed")}
+
+
+def meta(args, t0: float) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-            "versions": {k: version(k) for k in ("torch", "transformers", "accelerate", "deepspeed")},
+            "versions": versions(),
             "layers": args.layers, "steps": args.steps, "elapsed_s": round(time.time() - t0),
-            "command": "bench/distributed/run.py " + " ".join(sys.argv[1:])}
+            "command": f"{sys.executable} bench/distributed/run.py " + " ".join(sys.argv[1:])}
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ at most the compile the job would have done anyway.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import pathlib
@@ -37,6 +38,29 @@ _keys_seen: list[str] = []
 # was seen here (status: the client's source — "node", "server", "compiled",
 # "local" — or "error"); kcache.prewarm reports it.
 _outcomes: dict[str, dict[str, str]] = {}
+# key -> the Dynamo input sources of the first graph this process keyed with it.
+_first_sources: dict[str, str] = {}
+
+
+def _source_variant(key: str, explanation: str, gm) -> tuple[str, str] | None:
+    """The key of a graph that shares `key` with an earlier graph of this
+    process but reads its inputs from other places (another frame: two
+    residual adds after a graph break, `attn + residual` and `residual +
+    mlp`). Its computation is the same, so its key is too, but AOTAutograd's
+    cache key hashes the input sources: compiled again in-process it would
+    miss the region's AOTAutograd entry, save its own outside any bundle,
+    and miss again at every start. As a variant (its own key, derived from
+    the region's and the sources) it is stored like a region: compiled once
+    cluster-wide (a cheap compile: its FX graphs and kernels are the
+    region's) and restored with its AOTAutograd entry. None for the first
+    graph with `key`, and for any with the same sources (repeated blocks)."""
+    sources = adaptor.input_sources(gm)
+    if _first_sources.setdefault(key, sources) == sources:
+        return None
+    variant = hashlib.sha256(f"kcache source variant\0{key}\0{sources}".encode()).hexdigest()
+    info = json.loads(explanation)
+    info.update(variant_of=key, input_sources=sources)
+    return variant, json.dumps(info)
 
 
 def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
@@ -115,6 +139,7 @@ class RegionBackend:
         if _device_type(example_inputs) == "cpu":
             isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
         key, explanation = self.key_for(gm, example_inputs)
+        key, explanation = _source_variant(key, explanation, gm) or (key, explanation)
         self.last_key = key
         _keys_seen.append(key)
         if key in _ready_in_process:
