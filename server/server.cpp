@@ -114,7 +114,11 @@ struct Server::Impl {
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
     if (config.upload_spool_dir.empty()) config.upload_spool_dir = default_spool_dir(config.storage);
     if (auto s = check_spool_dir(config.upload_spool_dir); !s) {
-      throw ConfigError("--upload-spool-dir: " + s.error().message);
+      // A full disk is a state, not a misconfiguration: the server starts and
+      // serves reads; spooled uploads are refused 507 until there is room.
+      if (s.error().code != Errc::full) throw ConfigError("--upload-spool-dir: " + s.error().message);
+      spdlog::warn("--upload-spool-dir {}: {}; starting anyway: uploads over --upload-spool-threshold are "
+                   "refused (507) until it has room", config.upload_spool_dir, s.error().message);
     }
     services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,

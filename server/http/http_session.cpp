@@ -402,9 +402,15 @@ asio::awaitable<void> Session<Stream>::serve() {
       if (ec) {
         if (const auto& spool_error = parser.get().body().spool_error) {
           spdlog::warn("conn={} peer={} upload refused: {}", id_, peer_, spool_error->message);
+          s_.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
+          s_.metrics.storage_error("spool");
           auto r = spool_error->code == Errc::full
-                       ? error_response(507, "spool_full", "no room on the server to hold the upload; retry later")
-                       : error_response(500, "spool_error", "the server could not hold the upload");
+                       ? error_response(507, "spool_full",
+                                        "no room on the server to hold the upload, nothing stored (" +
+                                            spool_error->message + "); retry later")
+                       : error_response(500, "spool_error",
+                                        "the server could not hold the upload, nothing stored (" +
+                                            spool_error->message + ")");
           r.route = route.tmpl;
           r.close = true;
           if (spool_error->code == Errc::full) r.headers.emplace_back("Retry-After", "5");
