@@ -10,7 +10,7 @@ apt_packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libboost1.81-dev libssl-dev libhiredis-dev libzstd-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libgtest-dev libgmock-dev
-  redis-server redis-tools curl openssl prometheus clang-14 libclang-rt-14-dev
+  redis-server redis-tools curl openssl prometheus clang-14 libclang-rt-14-dev strace
   python3-venv python3-dev
 )
 

@@ -181,6 +181,10 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
        "RESP single-flight: how long a GET miss holds a key for its compiler (0: off) [60000]", {}},
       {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
        "RESP key prefixes with single-flight, comma-separated [pt2:fx-graph,triton:]", {}},
+      {"max-leases", "KCACHE_MAX_LEASES",
+       "live leases held at once in this process, and RESP single-flight windows (each) [100000]", {}},
+      {"resp-max-expiries", "KCACHE_RESP_MAX_EXPIRIES",
+       "RESP keys with an expiry remembered at once; a SET EX/PX past it is refused [1000000]", {}},
   };
   // Boolean switches: command line flag, environment, config-file key.
   struct Flag {
@@ -317,6 +321,11 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000);
     } else if (n == "resp-flight-window-ms") {
       c.resp_flight_window_ms = to_u64(n, v, 3'600'000);
+    } else if (n == "max-leases") {
+      c.max_leases = to_u64(n, v, 100'000'000);
+      if (c.max_leases == 0) throw ConfigError("--max-leases: at least 1");
+    } else if (n == "resp-max-expiries") {
+      c.resp_max_expiries = to_u64(n, v, 1'000'000'000);
     } else if (n == "resp-flight-prefixes") {
       c.resp_flight_prefixes.clear();
       std::stringstream list(v);

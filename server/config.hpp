@@ -109,6 +109,15 @@ struct ServerConfig {
   // for its SET (0: off).
   std::uint64_t resp_flight_window_ms = 60'000;
   std::vector<std::string> resp_flight_prefixes = {"pt2:fx-graph", "triton:"};
+  // Live leases held at once in this process (with disk: or memory:
+  // storage; Redis keeps shared leases with their TTL), and, separately, RESP
+  // single-flight windows: past it a lease is 503 too_many_leases and a
+  // GET miss opens no window.
+  std::uint64_t max_leases = 100'000;
+  // RESP keys with an expiry (SET EX/PX/EXAT/PXAT) remembered at once; past
+  // it such a SET is refused. Expired ones are removed (from storage too)
+  // every second.
+  std::uint64_t resp_max_expiries = 1'000'000;
 };
 
 // Parses argv, the environment and the optional config file. Throws

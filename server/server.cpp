@@ -2,6 +2,9 @@
 
 #include "server/http/upload_spool.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -49,6 +52,38 @@ tcp::endpoint resolve(asio::io_context& ioc, const std::string& host, std::uint1
   auto results = resolver.resolve(host, std::to_string(port), ec);
   if (ec || results.empty()) throw ConfigError("--listen: cannot resolve host '" + host + "'");
   return *results.begin();
+}
+
+// Descriptors the configured limits can need at once: a socket per HTTP and
+// RESP connection, a spool file per upload being received (at most one per
+// connection), and a margin for storage (files being read, Redis
+// connections), the acceptors and logs. Raises the soft RLIMIT_NOFILE
+// toward that (up to the hard limit), and says so plainly when it cannot:
+// past the limit accept() fails with EMFILE and clients hang in the backlog.
+void check_fd_limit(const ServerConfig& c, unsigned pool) {
+  const std::uint64_t need = 2ull * c.max_connections + (c.resp_enabled ? c.resp_max_connections : 0) +
+                             2ull * pool + 64;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(rl.rlim_max, need);
+    if (raised.rlim_cur > rl.rlim_cur && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      spdlog::info("raised RLIMIT_NOFILE from {} to {} (the limits can need {} descriptors)",
+                   static_cast<std::uint64_t>(rl.rlim_cur), static_cast<std::uint64_t>(raised.rlim_cur), need);
+      rl = raised;
+    }
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    spdlog::warn("RLIMIT_NOFILE is {} (hard limit {}), but --max-connections {}{} can need {} file descriptors: "
+                 "past the limit new connections wait unanswered (accept: too many open files). Raise it "
+                 "(ulimit -n, systemd LimitNOFILE=, docker --ulimit nofile=) or lower --max-connections",
+                 static_cast<std::uint64_t>(rl.rlim_cur),
+                 rl.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_max),
+                 c.max_connections,
+                 c.resp_enabled ? " and --resp-max-connections " + std::to_string(c.resp_max_connections) : "",
+                 need);
+  }
 }
 
 template <typename T>
@@ -99,7 +134,7 @@ struct Server::Impl {
       leases = std::move(parts->leases);
       landings = std::move(parts->landings);
     } else {
-      leases = make_in_process_lease_table(config.lease_ttl_ms);
+      leases = make_in_process_lease_table(config.lease_ttl_ms, config.max_leases);
       landings = make_local_landings(waiters);
     }
     {
@@ -114,8 +149,13 @@ struct Server::Impl {
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
     if (config.upload_spool_dir.empty()) config.upload_spool_dir = default_spool_dir(config.storage);
     if (auto s = check_spool_dir(config.upload_spool_dir); !s) {
-      throw ConfigError("--upload-spool-dir: " + s.error().message);
+      // A full disk is a state, not a misconfiguration: the server starts and
+      // serves reads; spooled uploads are refused 507 until there is room.
+      if (s.error().code != Errc::full) throw ConfigError("--upload-spool-dir: " + s.error().message);
+      spdlog::warn("--upload-spool-dir {}: {}; starting anyway: uploads over --upload-spool-threshold are "
+                   "refused (507) until it has room", config.upload_spool_dir, s.error().message);
     }
+    check_fd_limit(config, pool_threads(config));
     services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,
                                                    [this] { return http_connections(); }, upload_bytes});
@@ -142,8 +182,10 @@ struct Server::Impl {
                           " without --tokens; pass --insecure-allow-remote to force it");
       }
       resp_shared = std::make_unique<resp::RespShared>(
-          *services, make_in_process_lease_table(std::max<std::uint64_t>(config.resp_flight_window_ms, 100)));
+          *services, make_in_process_lease_table(std::max<std::uint64_t>(config.resp_flight_window_ms, 100),
+                                                 config.max_leases));
       resp_shared->limits.max_bulk_bytes = std::min(config.resp_max_value_bytes, config.max_body_bytes);
+      resp_shared->expiries.set_limit(config.resp_max_expiries);
       resp_acceptor = open_acceptor(rep, config.resp_listen_host, config.resp_listen_port);
     }
   }
@@ -225,6 +267,15 @@ struct Server::Impl {
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       auto sweep_job = [this] {
         leases->sweep();
+        if (resp_shared) {
+          resp_shared->flights->sweep();
+          // RESP keys whose expiry passed go from storage too, read or not.
+          for (const auto& skey : resp_shared->expiries.due(10'000)) {
+            if (!resp_shared->expiries.expired(skey)) continue;  // set again meanwhile
+            (void)backend->remove(skey);
+            resp_shared->expiries.clear(skey);
+          }
+        }
         return true;
       };
       co_await run_blocking(pool, sweep_job);

@@ -9,8 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -33,6 +36,21 @@
 
 namespace kcache::server {
 
+// Bounds on the admin routes' heavy work (server/http/admin_routes.cpp):
+// /v1/stats scans the whole store for its breakdown, so one scan runs at a
+// time and the requests that arrive meanwhile wait for it (on their own
+// strands, holding no pool thread) and share its result; /v1/entries/{key}
+// reads and inspects a whole object, so at most k_max_inspections run at
+// once (the rest: 503 busy).
+struct AdminWork {
+  static constexpr unsigned k_max_inspections = 2;
+  std::mutex mu;
+  bool scanning = false;                          // GUARDED_BY(mu)
+  std::vector<std::function<void()>> on_scanned;  // GUARDED_BY(mu): wake the requests sharing the scan
+  std::shared_ptr<const void> last_scan;          // GUARDED_BY(mu): admin_routes.cpp's Breakdown
+  std::atomic<unsigned> inspections{0};
+};
+
 struct Services {
   const ServerConfig& config;
   storage::Backend& backend;
@@ -48,6 +66,7 @@ struct Services {
   std::function<std::uint64_t()> connections_active;
   // Request-body bytes held now, all connections (--max-upload-bytes-in-flight).
   std::atomic<std::uint64_t>& upload_bytes_in_flight;
+  std::shared_ptr<AdminWork> admin = std::make_shared<AdminWork>();
 };
 
 // Runs fn() on the blocking pool and resumes the calling coroutine on its

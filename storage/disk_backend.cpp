@@ -25,6 +25,7 @@ using disk::Layout;
 
 struct Record {
   disk::Sidecar sc;
+  std::uint64_t generation = 0;  // which copy of the key this is (a removed and re-put key gets a new one)
   bool verified = false;     // hashed since this process published or loaded it
   bool stats_dirty = false;  // last access / hits not yet written to the sidecar
 };
@@ -36,7 +37,7 @@ class DiskBackend final : public Backend {
     for (auto& sc : loaded) {
       bytes_ += sc.entry.size;
       std::string key = sc.entry.key;
-      index_.emplace(std::move(key), Record{std::move(sc)});
+      index_.emplace(std::move(key), Record{std::move(sc), ++generations_});
     }
     worker_ = std::thread([this] { background_loop(); });
   }
@@ -186,10 +187,24 @@ class DiskBackend final : public Backend {
       ::unlink(tmp_meta.c_str());
       return disk::errno_error("commit " + key, err);
     }
-    if (auto s = disk::fsync_dir(layout_.object_dir(key)); !s) return s.error();
+    Status synced = Ok{};
+    if (int err = opts_.fault_hook ? opts_.fault_hook->dir_sync_errno(key) : 0; err != 0) {
+      synced = disk::errno_error("fsync dir " + layout_.object_dir(key), err);
+    } else {
+      synced = disk::fsync_dir(layout_.object_dir(key));
+    }
+    if (!synced) {
+      // Not known to be durable, so not stored: take the entry back out
+      // (sidecar first, as remove() does). Left in place, it was an entry
+      // that put() called present (link: EEXIST) and get() absent (not
+      // indexed) until a restart.
+      ::unlink(layout_.sidecar(key).c_str());
+      ::unlink(layout_.object(key).c_str());
+      return synced.error();
+    }
     std::lock_guard lock(mu_);
     bytes_ += sc.entry.size;
-    index_.emplace(key, Record{std::move(sc), /*verified=*/false});
+    index_.emplace(key, Record{std::move(sc), ++generations_, /*verified=*/false});
     return PutOutcome::stored;
   }
 
@@ -199,16 +214,19 @@ class DiskBackend final : public Backend {
                              bool quarantine = true) {
     disk::Sidecar sc;
     bool verified;
+    std::uint64_t generation;
     {
       std::lock_guard lock(mu_);
       auto it = index_.find(key);
       if (it == index_.end()) return make_error(Errc::not_found, "no such object");
       sc = it->second.sc;
       verified = it->second.verified && !force_hash;
+      generation = it->second.generation;
       readers_[key]++;  // pins the entry against eviction
     }
     auto bytes = disk::read_file(layout_.object(key));
     unpin(key);
+    if (opts_.fault_hook) opts_.fault_hook->after_read(key);
     if (!bytes) {
       if (bytes.error().code == Errc::not_found) return make_error(Errc::not_found, "no such object");
       return bytes.error();
@@ -223,11 +241,15 @@ class DiskBackend final : public Backend {
     }
     if (why.empty()) {
       std::lock_guard lock(mu_);
-      if (auto it = index_.find(key); it != index_.end()) it->second.verified = true;
+      if (auto it = index_.find(key); it != index_.end() && it->second.generation == generation) {
+        it->second.verified = true;
+      }
       return bytes;
     }
     if (!quarantine) return make_error(Errc::corrupt, "object " + key + " " + why);
-    if (claim_indexed(key, false)) {
+    // Only the copy that was read: if the key was removed and stored again
+    // since, the files now under its name are the newer copy, not ours.
+    if (claim_indexed(key, false, generation)) {
       disk::quarantine_files(layout_, key);
       release(key);
     }
@@ -244,12 +266,15 @@ class DiskBackend final : public Backend {
   // eviction (skip_if_reading) also nothing if being read or busy: eviction
   // runs inside put(), which holds its own key busy, so waiting here could
   // deadlock two puts evicting each other's keys.
-  std::optional<std::uint64_t> claim_indexed(const std::string& key, bool skip_if_reading) {
+  // With `generation`, only that copy of the key.
+  std::optional<std::uint64_t> claim_indexed(const std::string& key, bool skip_if_reading,
+                                             std::optional<std::uint64_t> generation = std::nullopt) {
     std::unique_lock lock(mu_);
     if (skip_if_reading && busy_.count(key) != 0) return std::nullopt;
     busy_cv_.wait(lock, [&] { return busy_.count(key) == 0; });
     auto it = index_.find(key);
     if (it == index_.end()) return std::nullopt;
+    if (generation && it->second.generation != *generation) return std::nullopt;
     if (skip_if_reading && readers_.count(key) != 0) return std::nullopt;
     std::uint64_t size = it->second.sc.entry.size;
     bytes_ -= size;
@@ -311,7 +336,11 @@ class DiskBackend final : public Backend {
     return out;
   }
 
-  // Writes changed last access / hits back to the sidecars (no fsync: advisory).
+  // Writes changed last access / hits back to the sidecars. Each new sidecar
+  // is written to tmp/, then all of them reach the disk (one syncfs), then
+  // each replaces its old one by rename: after a power loss a sidecar is
+  // the old one or the new one, never an empty or partial file (which would
+  // lose its entry at the next start). The stats themselves are advisory.
   void flush_stats() {
     std::vector<disk::Sidecar> dirty;
     {
@@ -323,13 +352,24 @@ class DiskBackend final : public Backend {
         busy_.insert(key);
       }
     }
-    for (const auto& sc : dirty) {
-      const std::string& key = sc.entry.key;
+    if (dirty.empty()) return;
+    std::vector<std::string> written(dirty.size());  // tmp path, or empty when it could not be written
+    for (std::size_t i = 0; i < dirty.size(); ++i) {
+      const std::string& key = dirty[i].entry.key;
       std::string tmp = layout_.tmp() + "/" + key + "." + disk::random_token() + ".meta";
-      std::string text = encode_sidecar(sc);
+      std::string text = encode_sidecar(dirty[i]);
       auto data = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-      if (disk::write_file_synced(tmp, data, /*sync=*/false)) {
-        if (::rename(tmp.c_str(), layout_.sidecar(key).c_str()) != 0) ::unlink(tmp.c_str());
+      if (disk::write_file_synced(tmp, data, /*sync=*/false)) written[i] = std::move(tmp);
+    }
+    const bool durable = static_cast<bool>(disk::sync_filesystem(layout_.tmp()));
+    for (std::size_t i = 0; i < dirty.size(); ++i) {
+      const std::string& key = dirty[i].entry.key;
+      if (!written[i].empty()) {
+        if (!durable || ::rename(written[i].c_str(), layout_.sidecar(key).c_str()) != 0) ::unlink(written[i].c_str());
+      }
+      if (written[i].empty() || !durable) {
+        std::lock_guard lock(mu_);
+        if (auto it = index_.find(key); it != index_.end()) it->second.stats_dirty = true;  // next time
       }
       release(key);
     }
@@ -361,6 +401,7 @@ class DiskBackend final : public Backend {
   std::set<std::string> busy_;            // GUARDED_BY(mu_): keys whose files are changing
   std::uint64_t bytes_ = 0;               // GUARDED_BY(mu_)
   bool stopping_ = false;                 // GUARDED_BY(mu_)
+  std::uint64_t generations_ = 0;         // GUARDED_BY(mu_) (and the constructor)
   std::thread worker_;
 };
 

@@ -57,6 +57,16 @@ Status fsync_dir(const std::string& path) {
   return Ok{};
 }
 
+Status sync_filesystem(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_error("open dir " + path, errno);
+  int rc = ::syncfs(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return errno_error("syncfs " + path, err);
+  return Ok{};
+}
+
 Result<std::vector<std::uint8_t>> read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno_error("open " + path, errno);

@@ -22,6 +22,10 @@ Status write_file_synced(const std::string& path, std::span<const std::uint8_t> 
 
 Status fsync_dir(const std::string& path);
 
+// syncfs(2) on the file system that holds `path`: every file written there
+// so far is on disk when it returns (one call for many files).
+Status sync_filesystem(const std::string& path);
+
 // Reads the whole file. The descriptor stays open for the whole read, so an
 // unlink() by eviction meanwhile cannot truncate what we return: on POSIX
 // the inode lives until its last descriptor closes.

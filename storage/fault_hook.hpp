@@ -22,6 +22,12 @@ class PutFaultHook {
  public:
   virtual ~PutFaultHook() = default;
   virtual void before_publish(const std::string& key) = 0;
+  // Disk backend only, for tests: nonzero makes the fsync of the object's
+  // directory after a publish fail with that errno.
+  virtual int dir_sync_errno(const std::string& /*key*/) { return 0; }
+  // Disk backend only, for tests: called after a get() has read an object's
+  // bytes and before it checks them (a test changes the entry meanwhile).
+  virtual void after_read(const std::string& /*key*/) {}
 };
 
 // The hook KCACHE_FAULT_PAUSE_PUT_MS asks for, or nullptr when it is unset.

@@ -1,13 +1,19 @@
 """KCACHE_VERIFY_FIRST_USE=1: check each restored region once against eager.
 
-A restored artifact is code every rank runs; a bad but validly signed one (a
-compiler bug, a planted bundle) would pass every checksum. With this switch
-the first call of each restored region in a process also runs the region's
-Dynamo graph eagerly on copies of the same inputs and compares the forward
-outputs. On a mismatch the region is refused: it is compiled afresh with
-PyTorch's caches bypassed, the bad bundle is reported (and dropped from the
-node tier by the caller's `on_mismatch`), and the fresh result is returned.
-The backward is not compared (it runs later, outside this call).
+A restored artifact is code every rank runs; a bad but valid one (a compiler
+bug, signed in good faith) passes every checksum and signature. With this
+switch the first call of each restored region in a process also runs the
+region's Dynamo graph eagerly on copies of the same inputs and compares the
+forward outputs. On a mismatch the region is refused: it is compiled afresh
+with PyTorch's caches bypassed, the bad bundle is reported (and dropped from
+the node tier by the caller's `on_mismatch`), and the fresh result is
+returned. The backward is not compared (it runs later, outside this call).
+
+This is a check of results, not a defence against a planted bundle: by the
+time the first call is compared, the bundle's pickled entries have been
+unpickled and its kernels loaded, so code in it has already run, and a
+malicious bundle can as well compute the right forward. What keeps planted
+bundles out is a signature check (`KCACHE_TRUSTED_KEYS`, docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 // /healthz, /readyz, /metrics, /v1/stats, /v1/entries[/{key}], /v1/evict,
 // /v1/verify.
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <nlohmann/json.hpp>
 
 #include "artifact/bundle.hpp"
@@ -72,45 +76,97 @@ struct Tally {
   std::uint64_t entries = 0, bytes = 0, hits = 0;
 };
 
+// The per-target and per-mode breakdown: a scan of the whole store.
+struct Breakdown {
+  std::map<std::string, Tally> by_target, by_mode;
+  bool truncated = false;
+  std::optional<Error> error;
+};
+
+// One page as large as the breakdown may be: every list() call snapshots
+// and sorts the whole index (storage/entry_query.cpp), so pages of 1000 made
+// a scan of n entries cost n / 1000 snapshots (40,000 entries: 1.4 s of CPU).
+Breakdown scan_breakdown(storage::Backend& backend) {
+  Breakdown sc;
+  storage::ListQuery q;
+  q.limit = k_max_breakdown_entries;
+  auto page = backend.list(q);
+  if (!page) {
+    sc.error = page.error();
+    return sc;
+  }
+  for (const auto& e : page->entries) {
+    for (auto* t : {&sc.by_target[e.meta.target], &sc.by_mode[e.meta.mode]}) {
+      ++t->entries;
+      t->bytes += e.size;
+      t->hits += e.hits;
+    }
+  }
+  sc.truncated = !page->next_cursor.empty();
+  return sc;
+}
+
+// One scan at a time: a request that finds one running waits for it (a
+// timer on its own strand, no pool thread held) and shares its result —
+// which began before that request arrived, so it can miss what landed in
+// between, by one scan's duration at most. However many ask at once, one
+// thread scans.
+asio::awaitable<std::shared_ptr<const Breakdown>> shared_breakdown(Services& s) {
+  AdminWork& w = *s.admin;
+  auto ex = co_await asio::this_coro::executor;
+  std::shared_ptr<asio::steady_timer> wait;
+  {
+    std::lock_guard lock(w.mu);
+    if (w.scanning) {
+      wait = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+      w.on_scanned.push_back([wait] { asio::post(wait->get_executor(), [wait] { wait->cancel(); }); });
+    } else {
+      w.scanning = true;
+    }
+  }
+  if (wait) {
+    // The wake-up is posted to this strand, so it cannot run before this wait starts.
+    boost::system::error_code ec;
+    co_await wait->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    std::shared_ptr<const void> last;
+    {
+      std::lock_guard lock(w.mu);
+      last = w.last_scan;
+    }
+    if (last) co_return std::static_pointer_cast<const Breakdown>(last);
+    auto own_job = [&s] { return std::make_shared<const Breakdown>(scan_breakdown(s.backend)); };
+    co_return co_await run_blocking(s.pool, own_job);  // the scan it waited for failed to finish
+  }
+  struct Finish {  // however the scan ends: not scanning any more, waiters woken
+    AdminWork& w;
+    std::shared_ptr<const Breakdown> result;
+    ~Finish() {
+      std::vector<std::function<void()>> wake;
+      {
+        std::lock_guard lock(w.mu);
+        w.last_scan = result;
+        w.scanning = false;
+        wake.swap(w.on_scanned);
+      }
+      for (auto& f : wake) f();
+    }
+  } finish{w, nullptr};
+  auto scan_job = [&s] { return std::make_shared<const Breakdown>(scan_breakdown(s.backend)); };
+  finish.result = co_await run_blocking(s.pool, scan_job);
+  co_return finish.result;
+}
+
 asio::awaitable<Response> stats(Services& s) {
   struct Scan {
     Result<storage::Usage> usage;
-    std::map<std::string, Tally> by_target, by_mode;
-    bool truncated = false;
-    std::optional<Error> error;
+    std::shared_ptr<const Breakdown> breakdown;
     LeaseCounters leases;
   };
-  auto scan_job = [&s] {
-    Scan sc{s.backend.usage(), {}, {}, false, std::nullopt, s.leases.counters()};
-    storage::ListQuery q;
-    q.limit = 1000;
-    std::size_t seen = 0;
-    for (;;) {
-      auto page = s.backend.list(q);
-      if (!page) {
-        sc.error = page.error();
-        break;
-      }
-      for (const auto& e : page->entries) {
-        for (auto* t : {&sc.by_target[e.meta.target], &sc.by_mode[e.meta.mode]}) {
-          ++t->entries;
-          t->bytes += e.size;
-          t->hits += e.hits;
-        }
-      }
-      seen += page->entries.size();
-      if (page->next_cursor.empty()) break;
-      if (seen >= k_max_breakdown_entries) {
-        sc.truncated = true;
-        break;
-      }
-      q.cursor = page->next_cursor;
-    }
-    return sc;
-  };
+  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters()}; };
   auto scan = co_await run_blocking(s.pool, scan_job);
+  scan.breakdown = co_await shared_breakdown(s);
   if (!scan.usage) s.metrics.storage_error("usage");
-  if (scan.error) s.metrics.storage_error("list");
+  if (scan.breakdown->error) s.metrics.storage_error("list");
   Gauges g = sample_gauges(s, scan.usage, scan.leases);
   auto& m = s.metrics;
   auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -154,9 +210,9 @@ asio::awaitable<Response> stats(Services& s) {
       {"storage_errors", m.storage_errors_total()},
       {"connections", {{"active", g.connections_active}, {"accepted", load(m.connections_accepted)},
                        {"rejected", load(m.connections_rejected)}}},
-      {"by_target", breakdown(scan.by_target, m.stored_by_target())},
-      {"by_mode", breakdown(scan.by_mode, m.stored_by_mode())},
-      {"breakdown_truncated", scan.truncated},
+      {"by_target", breakdown(scan.breakdown->by_target, m.stored_by_target())},
+      {"by_mode", breakdown(scan.breakdown->by_mode, m.stored_by_mode())},
+      {"breakdown_truncated", scan.breakdown->truncated},
       {"resp", resp},
   };
   co_return json_response(200, body);
@@ -205,6 +261,21 @@ asio::awaitable<Response> entries(Services& s, Request& req) {
 }
 
 asio::awaitable<Response> entry(Services& s, const std::string& key) {
+  // Each of these reads and hashes a whole object (up to --max-body-bytes):
+  // a few at a time, so readers cannot make the server hold many at once.
+  struct Slot {
+    std::atomic<unsigned>& n;
+    bool held;
+    ~Slot() {
+      if (held) n.fetch_sub(1);
+    }
+  } slot{s.admin->inspections, s.admin->inspections.fetch_add(1) < AdminWork::k_max_inspections};
+  if (!slot.held) {
+    s.admin->inspections.fetch_sub(1);
+    auto r = error_response(503, "busy", "other entry inspections are running; retry shortly");
+    r.set("Retry-After", "1");
+    co_return r;
+  }
   struct Found {
     Result<storage::Entry> head;
     std::optional<Result<std::vector<std::uint8_t>>> bytes;

@@ -60,8 +60,13 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   if (wait_ms > 0) {
     auto ex = co_await asio::this_coro::executor;
     waiter = s.waiters.add(key, ex);
+    // The client going away ends the wait (on this strand, as the timer).
+    if (req.watch) req.watch->on_gone = [w = std::weak_ptr<Waiter>(waiter)] {
+      if (auto p = w.lock()) p->timer.cancel();
+    };
   }
   WaiterGuard unregister(s.waiters, key, waiter);
+  auto client_gone = [&req] { return req.watch && req.watch->gone; };
 
   bool waited = false;
   struct Lookup {
@@ -104,6 +109,11 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
 
     const auto lease_until = lookup.lease_until;
     auto now = Clock::now();
+    if (client_gone()) {
+      auto r = error_response(499, "client_closed_request", "the client went away while its GET waited");
+      r.close = true;
+      co_return r;
+    }
     if (!lease_until || now >= deadline) break;
     if (s.draining.load()) {
       auto r = error_response(503, "shutting_down", "the server is shutting down; retry the wait elsewhere");

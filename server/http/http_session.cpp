@@ -3,7 +3,10 @@
 #include "server/http/request_head.hpp"
 #include "server/http/upload_body.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 
@@ -154,6 +157,21 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   // coming at --min-transfer-rate after a grace of --read-timeout-ms, so a
   // writer that stalls is cut off whatever length it declared.
   asio::awaitable<void> read_body(http::request_parser<UploadBody>& parser, beast::error_code& ec);
+  // While a request waits: when the socket turns readable, a peek tells a
+  // closed connection (EOF, reset) from the client's next request; the
+  // first ends the wait (req.watch).
+  void watch_client(Request& req) {
+    req.watch = std::make_shared<ClientWatch>();
+    lowest().socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this(), watch = req.watch](const beast::error_code& ec) {
+          if (ec) return;  // cancelled: the request finished first
+          char c;
+          const ssize_t n = ::recv(self->lowest().socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return;  // alive
+          watch->gone = true;
+          if (watch->on_gone) watch->on_gone();
+        });
+  }
 
   // Keeps the context this connection shook hands with alive (a SIGHUP
   // reload swaps the server's current one). Declared before stream_.
@@ -402,9 +420,15 @@ asio::awaitable<void> Session<Stream>::serve() {
       if (ec) {
         if (const auto& spool_error = parser.get().body().spool_error) {
           spdlog::warn("conn={} peer={} upload refused: {}", id_, peer_, spool_error->message);
+          s_.metrics.puts_rejected.fetch_add(1, std::memory_order_relaxed);
+          s_.metrics.storage_error("spool");
           auto r = spool_error->code == Errc::full
-                       ? error_response(507, "spool_full", "no room on the server to hold the upload; retry later")
-                       : error_response(500, "spool_error", "the server could not hold the upload");
+                       ? error_response(507, "spool_full",
+                                        "no room on the server to hold the upload, nothing stored (" +
+                                            spool_error->message + "); retry later")
+                       : error_response(500, "spool_error",
+                                        "the server could not hold the upload, nothing stored (" +
+                                            spool_error->message + ")");
           r.route = route.tmpl;
           r.close = true;
           if (spool_error->code == Errc::full) r.headers.emplace_back("Retry-After", "5");
@@ -433,7 +457,17 @@ asio::awaitable<void> Session<Stream>::serve() {
       req.body = std::move(received.memory);
     }
     lowest().expires_never();  // a waiting GET may take long; the socket is idle meanwhile
+    const bool may_wait = req.method == "GET" && req.query.count("wait_ms") != 0;
+    if (may_wait) watch_client(req);
     Response r = co_await handle_request(s_, req, route);
+    if (may_wait) {
+      beast::error_code ignored;
+      lowest().socket().cancel(ignored);  // ends the watch (nothing else is pending on the socket)
+      if (req.watch->gone) {
+        spdlog::info("conn={} peer={} went away while its GET waited; wait ended", id_, peer_);
+        break;
+      }
+    }
     req.body = {};
     req.spool.reset();  // closing the descriptor frees the spooled bytes
     upload.release();

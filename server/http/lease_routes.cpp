@@ -58,6 +58,12 @@ asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& 
   auto grant_job = [&s, &key, &holder] { return s.leases.acquire(key, holder); };
   LeaseGrant g = co_await run_blocking(s.pool, grant_job);
   if (g.error) co_return lease_unavailable(s, *g.error);
+  if (g.table_full) {
+    auto r = error_response(503, "too_many_leases",
+                            "the server holds --max-leases live leases; compile without one or retry shortly");
+    r.set("Retry-After", "1");
+    co_return r;
+  }
   if (!g.granted) co_return lease_held(g.remaining_ms);
   // The previous holder may have uploaded between our lookup and the grant
   // (its PUT released its lease): look once more so nobody compiles twice.

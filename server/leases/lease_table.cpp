@@ -33,7 +33,8 @@ std::int64_t unix_ms() {
 
 class InProcessLeaseTable final : public LeaseTable {
  public:
-  explicit InProcessLeaseTable(std::uint64_t ttl_ms) : ttl_(std::chrono::milliseconds(ttl_ms)), ttl_ms_(ttl_ms) {}
+  InProcessLeaseTable(std::uint64_t ttl_ms, std::uint64_t max_leases)
+      : ttl_(std::chrono::milliseconds(ttl_ms)), ttl_ms_(ttl_ms), max_leases_(max_leases) {}
 
   LeaseGrant acquire(const std::string& key, const std::string& holder) override {
     auto now = Clock::now();
@@ -42,6 +43,12 @@ class InProcessLeaseTable final : public LeaseTable {
     if (it != leases_.end()) {
       LeaseGrant g;
       g.remaining_ms = ms_between(now, it->second.expires);
+      return g;
+    }
+    if (leases_.size() >= max_leases_) sweep_locked(now);
+    if (leases_.size() >= max_leases_) {
+      LeaseGrant g;
+      g.table_full = true;
       return g;
     }
     Lease l{random_token(), holder, now, now + ttl_, unix_ms(), 0};
@@ -154,6 +161,7 @@ class InProcessLeaseTable final : public LeaseTable {
 
   const Clock::duration ttl_;
   const std::uint64_t ttl_ms_;
+  const std::uint64_t max_leases_;
   std::mutex mu_;
   Map leases_;
   LeaseCounters counters_;
@@ -161,8 +169,8 @@ class InProcessLeaseTable final : public LeaseTable {
 
 }  // namespace
 
-std::unique_ptr<LeaseTable> make_in_process_lease_table(std::uint64_t ttl_ms) {
-  return std::make_unique<InProcessLeaseTable>(ttl_ms);
+std::unique_ptr<LeaseTable> make_in_process_lease_table(std::uint64_t ttl_ms, std::uint64_t max_leases) {
+  return std::make_unique<InProcessLeaseTable>(ttl_ms, max_leases);
 }
 
 std::string random_token() {

@@ -10,6 +10,8 @@
 //  - Leases expire by themselves at their deadline: an expired lease is
 //    treated as absent everywhere, and counted once as expired.
 //  - Times are steady-clock based; ttl_ms > 0.
+//  - The in-process table holds at most max_leases live leases; a grant past
+//    that is refused (table_full), never an old lease dropped.
 //  - Failures of a shared table (Redis down) are values: `error` set on a
 //    grant or renewal, LeaseOutcome::unavailable on release; live_until()
 //    then answers nullopt (a waiter stops waiting and compiles itself) and
@@ -41,6 +43,7 @@ struct LeaseGrant {
   std::string token;                  // when granted
   std::uint64_t ttl_ms = 0;           // when granted
   std::uint64_t remaining_ms = 0;     // when held by another
+  bool table_full = false;            // not granted: the table holds its maximum of live leases
 };
 
 enum class LeaseOutcome { ok, not_holder, no_lease, unavailable };
@@ -85,7 +88,12 @@ class LeaseTable {
   virtual std::uint64_t ttl_ms() const = 0;
 };
 
-std::unique_ptr<LeaseTable> make_in_process_lease_table(std::uint64_t ttl_ms);
+// At most max_leases live leases at once (expired ones are dropped first): a
+// client with a write token cannot grow the table without bound; past the
+// cap acquire() answers table_full.
+constexpr std::uint64_t k_default_max_leases = 100'000;
+std::unique_ptr<LeaseTable> make_in_process_lease_table(std::uint64_t ttl_ms,
+                                                        std::uint64_t max_leases = k_default_max_leases);
 
 // 128 random bits as 32 lowercase hex characters (OpenSSL RAND_bytes).
 std::string random_token();

@@ -70,6 +70,7 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
     Status status = Ok{};
     bool skipped = false;  // NX/XX condition not met
     bool stored = false;
+    bool too_many_expiries = false;  // --resp-max-expiries reached: nothing stored
   };
   const auto meta = entry_meta(key);
   auto set_job = [&sh, &skey, &value, &meta, &opts] {
@@ -88,6 +89,10 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
     }
     if ((opts->nx && present) || (opts->xx && !present)) {
       o.skipped = true;
+      return o;
+    }
+    if (opts->expires && !sh.expiries.has_room(skey)) {
+      o.too_many_expiries = true;
       return o;
     }
     if (present) {
@@ -111,6 +116,12 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
   auto o = co_await run_blocking(s.pool, set_job);
   if (!o.status) {
     storage_error(s, out, "put", o.status.error());
+    co_return;
+  }
+  if (o.too_many_expiries) {
+    s.metrics.resp_command("set", type, "refused");
+    error(out, "ERR this server already remembers --resp-max-expiries keys with an expiry; "
+               "SET without EX/PX, or retry once some have expired");
     co_return;
   }
   if (o.skipped) {

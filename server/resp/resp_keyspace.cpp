@@ -68,6 +68,32 @@ std::optional<std::string_view> unwrap_value(const std::vector<std::uint8_t>& st
   return all.substr(k_magic.size());
 }
 
+void Expiries::set_limit(std::size_t limit) {
+  std::lock_guard lock(mu_);
+  limit_ = limit;
+}
+
+bool Expiries::has_room(const std::string& skey) const {
+  std::lock_guard lock(mu_);
+  return at_.size() < limit_ || at_.count(skey) != 0;
+}
+
+std::vector<std::string> Expiries::due(std::size_t max) const {
+  const auto now = Clock::now();
+  std::vector<std::string> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [skey, when] : at_) {
+    if (out.size() >= max) break;
+    if (now >= when) out.push_back(skey);
+  }
+  return out;
+}
+
+std::size_t Expiries::size() const {
+  std::lock_guard lock(mu_);
+  return at_.size();
+}
+
 void Expiries::set(const std::string& skey, Clock::time_point when) {
   std::lock_guard lock(mu_);
   at_[skey] = when;

@@ -42,16 +42,27 @@ std::vector<std::uint8_t> wrap_value(std::string_view value);
 // The value inside a stored object; nullopt when it has no envelope.
 std::optional<std::string_view> unwrap_value(const std::vector<std::uint8_t>& stored);
 
+// At most `limit` keys with an expiry: has_room() says whether one more
+// fits (SET refuses an expiry past it, storing nothing), and the server
+// removes expired keys every second (due()), so keys set with an expiry
+// and never read again do not stay in memory.
 class Expiries {
  public:
   using Clock = std::chrono::system_clock;
+  void set_limit(std::size_t limit);
+  // Whether skey may get an expiry: it has one already, or there is room.
+  bool has_room(const std::string& skey) const;
   void set(const std::string& skey, Clock::time_point when);
   void clear(const std::string& skey);
   // True when skey has an expiry that has passed (the caller removes it).
   bool expired(const std::string& skey) const;
+  // Up to `max` keys whose expiry has passed (the caller removes them).
+  std::vector<std::string> due(std::size_t max) const;
+  std::size_t size() const;
 
  private:
   mutable std::mutex mu_;
+  std::size_t limit_ = 1'000'000;                          // GUARDED_BY(mu_)
   std::unordered_map<std::string, Clock::time_point> at_;  // GUARDED_BY(mu_)
 };
 

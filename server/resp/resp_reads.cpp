@@ -88,17 +88,29 @@ asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::strin
   constexpr std::size_t k_reply_bytes = 64u << 20;
   std::map<std::string_view, Result<std::vector<std::uint8_t>>> got;
   bool too_big = false;
-  auto job = [&sh, &args, &got, &too_big] {
+  const Error* failed = nullptr;  // a storage failure (not a miss): the whole command fails
+  auto job = [&sh, &args, &got, &too_big, &failed] {
     std::size_t reply = 0;
-    for (std::size_t i = 1; i < args.size() && !too_big; ++i) {
+    for (std::size_t i = 1; i < args.size() && !too_big && failed == nullptr; ++i) {
       auto it = got.find(args[i]);
       if (it == got.end()) it = got.emplace(args[i], lookup(sh, storage_key(args[i]))).first;
-      if (it->second) reply += it->second->size();
+      if (it->second) {
+        reply += it->second->size();
+      } else if (it->second.error().code != Errc::not_found && it->second.error().code != Errc::corrupt) {
+        failed = &it->second.error();
+      }
       too_big = reply > k_reply_bytes;
     }
     return true;
   };
   co_await run_blocking(sh.s.pool, job);
+  if (failed != nullptr) {
+    // As GET does: storage that did not answer is an error, never a miss
+    // (a miss would tell PyTorch to compile, and an acknowledged value would
+    // read as gone while Redis restarts).
+    storage_error(sh.s, out, "mget", *failed);
+    co_return;
+  }
   if (too_big) {
     sh.s.metrics.resp_command("mget", "other", "refused");
     error(out, "ERR MGET reply would exceed " + std::to_string(k_reply_bytes >> 20) + " MiB; ask for fewer keys");
@@ -112,6 +124,7 @@ asio::awaitable<void> mget(RespShared& sh, const Conn& c, std::vector<std::strin
       sh.s.metrics.resp_command("mget", type, "hit");
       bulk(out, *unwrap_value(*r));
     } else {
+      if (r.error().code == Errc::corrupt) sh.s.metrics.storage_error("get_corrupt");
       sh.s.metrics.resp_command("mget", type, "miss");
       null(out, c.proto);
     }

@@ -6,6 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import resource
+import shutil
 import signal
 import subprocess
 import threading
@@ -184,3 +186,123 @@ def test_kill9_during_100_uploads_leaves_entries_whole_or_absent(tmp_path):
         print(f"after restart: {present} entries present and verified, {100 - present} absent")
     finally:
         assert srv2.stop() == 0
+
+
+def test_a_waiting_get_whose_client_left_gives_its_slot_back(start_server):
+    # Before: a GET ?wait_ms parked on a live lease kept its connection (and
+    # its --max-connections slot) until the wait ended — here 30 s — however
+    # soon its client went away; a few such clients locked out everyone.
+    srv = start_server(args=["--max-connections", "5", "--lease-ttl-ms", "60000"])
+    key = new_key()
+    assert srv.request("POST", f"/v1/leases/{key}").status == 201
+    waiting = []
+    for _ in range(4):
+        s = srv.connect()
+        s.sendall(f"GET /v1/artifacts/{key}?wait_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        waiting.append(s)
+    deadline = time.monotonic() + 5
+    while "kcache_lease_waiters 4" not in metrics_text(srv):  # through the one slot left
+        assert time.monotonic() < deadline, metrics_text(srv)
+        time.sleep(0.05)
+    for s in waiting:
+        s.close()
+    deadline = time.monotonic() + 3
+    while "kcache_lease_waiters 0" not in metrics_text(srv):  # within moments, not after 30 s
+        assert time.monotonic() < deadline, "the waiting GETs went on after their clients left"
+        time.sleep(0.05)
+    # Their slots are free: five clients at once are served.
+    held = [srv.connect() for _ in range(5)]
+    try:
+        for c in held:
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        for c in held:
+            assert status_of(read_until_quiet(c, 5)) == 200
+    finally:
+        for c in held:
+            c.close()
+    assert "went away while its GET waited" in srv.read_log()
+    # A client that stays is still woken by the upload.
+    s = srv.connect()
+    s.sendall(f"GET /v1/artifacts/{key}?wait_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    time.sleep(0.3)
+    bundle = make_bundle(key)
+    assert srv.put_artifact(key, bundle).status == 201
+    raw = read_until_quiet(s, 10)
+    s.close()
+    assert status_of(raw) == 200 and raw.endswith(bundle)
+
+
+def metrics_text(srv) -> str:
+    return srv.get("/metrics", timeout=5).body.decode()
+
+
+def test_the_descriptor_limit_is_raised_or_reported(tmp_path):
+    # Before: nothing compared RLIMIT_NOFILE with --max-connections; past
+    # the limit accept() failed with EMFILE and clients hung unanswered.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
+    base = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", "memory:", "--max-connections", "1000"]
+    # A soft limit below what 1000 connections need, a hard limit above it: raised.
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert hard == resource.RLIM_INFINITY or hard >= 2200, hard
+    p = subprocess.Popen(["prlimit", f"--nofile=256:{'unlimited' if hard == resource.RLIM_INFINITY else hard}",
+                          *base], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        assert p.stdout.readline().startswith(b"listening on")
+        soft = next(l for l in open(f"/proc/{p.pid}/limits") if l.startswith("Max open files")).split()[3]
+        assert int(soft) >= 2000, soft
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=15)[1].decode()
+    assert "raised RLIMIT_NOFILE from 256" in err, err
+    # A hard limit below it too: a warning that names the numbers and the fix.
+    p = subprocess.Popen(["prlimit", "--nofile=256:256", *base], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        assert p.stdout.readline().startswith(b"listening on")
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=15)[1].decode()
+    assert "RLIMIT_NOFILE is 256" in err and "--max-connections 1000" in err and "ulimit -n" in err, err
+
+
+def test_the_stats_flush_makes_new_sidecars_durable_before_replacing_them(tmp_path):
+    # The disk backend writes last access and hit counts back to each
+    # entry's sidecar (every 30 s and at shutdown) by writing a new one and
+    # renaming it over the old. Before, nothing synced the new file first:
+    # after a power loss the rename could be on disk and the bytes not, an
+    # empty sidecar, and the entry gone at the next start. Now one syncfs
+    # covers every new sidecar before any rename (seen with strace).
+    strace = shutil.which("strace")
+    assert strace, "strace is not installed (scripts/setup.sh installs it)"
+    store, trace = tmp_path / "store", tmp_path / "trace"
+    srv = KcacheServer(tmp_path, storage=f"disk:{store}", args=["--hot-cache-bytes", "0"])
+    tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=syncfs,fsync,rename,renameat,renameat2",
+                               "-o", str(trace), "-p", str(srv.proc.pid)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not trace.exists() or not any(  # attached to every thread
+                l.startswith("TracerPid:") and l.split()[1] != "0"
+                for l in open(f"/proc/{srv.proc.pid}/status")):
+            assert time.monotonic() < deadline, tracer.stderr
+            time.sleep(0.05)
+        time.sleep(0.3)
+        key = new_key()
+        bundle = make_bundle(key)
+        assert srv.put_artifact(key, bundle).status == 201
+        assert srv.get(f"/v1/artifacts/{key}").body == bundle  # a hit: its stats are now dirty
+    finally:
+        assert srv.stop() == 0  # the shutdown flushes them
+        tracer.wait(30)
+    lines = trace.read_text().splitlines()
+    sidecar = f"/objects/{key[:2]}/{key}.meta"
+    renames = [i for i, l in enumerate(lines) if "rename" in l and sidecar in l]
+    assert len(renames) == 2, lines  # the put's commit, then the stats flush
+    between = lines[renames[0] + 1:renames[1]]
+    assert any("syncfs(" in l for l in between), "\n".join(between)
+    # And the flushed sidecar is whole: the entry, with its hit, after a restart.
+    srv = KcacheServer(tmp_path, storage=f"disk:{store}")
+    try:
+        assert srv.get(f"/v1/entries/{key}").json()["entry"]["hits"] >= 1
+    finally:
+        assert srv.stop() == 0

@@ -241,3 +241,48 @@ def test_client_bytes_never_become_metric_labels(hostile):
     assert 'type="other",result="stored"} 60' in metrics
     assert 'type="pt2:other",result="stored"} 60' in metrics
     assert "family" not in metrics and "ETHOD" not in metrics
+
+
+def test_single_flight_windows_are_capped(hostile):
+    # Before: every GET miss of a writer on a pt2:fx-graph key opened a
+    # window (a table entry for --resp-flight-window-ms), however many. Past
+    # --max-leases windows a miss is a plain miss: nobody is made to wait.
+    srv = hostile("--max-leases", "3", "--resp-flight-window-ms", "30000")
+    writer = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    keys = [f"pt2:fx-graph-v1::{i:064x}" for i in range(6)]
+    for k in keys:
+        assert writer.get(k) is None
+    other = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    t = time.monotonic()
+    assert other.get(keys[5]) is None  # no window on it: answered at once
+    assert time.monotonic() - t < 2
+    metrics = srv.get("/metrics").body.decode()
+    compiler = [l for l in metrics.splitlines() if 'result="miss_compiler"' in l and "fx-graph" in l]
+    assert compiler and compiler[0].endswith(" 3"), compiler
+    still_serving(srv)
+
+
+def test_keys_with_an_expiry_are_capped_and_swept(hostile):
+    # Before: every SET with EX/PX added to an in-memory map that only a
+    # later read of that very key emptied. Past --resp-max-expiries such a
+    # SET is refused (nothing stored); expired keys are dropped every
+    # second, from storage too, read or not.
+    srv = hostile("--resp-max-expiries", "4")
+    writer = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    for i in range(4):
+        assert writer.set(f"short{i}", b"v", px=300)
+    with pytest.raises(redis.ResponseError, match="resp-max-expiries"):
+        writer.set("refused", b"v", ex=100)
+    assert writer.get("refused") is None
+    assert writer.set("no-expiry", b"kept")  # a SET without an expiry needs no room
+    assert writer.set("short0", b"again", px=300)  # a key that has an expiry keeps its place
+    auth = {"Authorization": f"Bearer {TOKENS['read']}"}
+    entries = lambda: srv.get("/v1/stats", headers=auth).json()["storage"]["entries"]  # noqa: E731
+    assert entries() == 5
+    deadline = time.monotonic() + 10
+    while entries() != 1:  # nobody reads the short keys: the sweep removes them
+        assert time.monotonic() < deadline, entries()
+        time.sleep(0.2)
+    assert writer.set("later", b"v", ex=100)  # room again
+    assert writer.get("no-expiry") == b"kept" and writer.get("later") == b"v"
+    still_serving(srv)

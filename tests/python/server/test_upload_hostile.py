@@ -6,7 +6,10 @@ GETs keep working throughout."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import socket
+import threading
 import time
 
 from server_harness import make_bundle, new_key, read_until_quiet, status_of
@@ -116,3 +119,89 @@ def test_many_leases_keep_the_server_answering_and_all_expire(start_server):
     key = new_key()
     bundle = make_bundle(key)
     assert srv.put_artifact(key, bundle).status == 201 and srv.get(f"/v1/artifacts/{key}").body == bundle
+
+
+def test_the_lease_table_is_capped(start_server):
+    # Before: nothing bounded the in-process lease table but the TTL — a
+    # writer taking leases on fresh keys faster than they expire grew it
+    # without limit. Past --max-leases a new lease is 503 too_many_leases;
+    # the leases already held are untouched, and one released makes room.
+    srv = start_server(args=["--max-leases", "20", "--lease-ttl-ms", "60000"])
+    held = {}
+    for _ in range(20):
+        key = new_key()
+        r = srv.request("POST", f"/v1/leases/{key}")
+        assert r.status == 201, r.body
+        held[key] = r.json()["lease"]
+    r = srv.request("POST", f"/v1/leases/{new_key()}")
+    assert r.status == 503 and r.json()["error"] == "too_many_leases", (r.status, r.body)
+    assert r.headers["retry-after"] == "1"
+    assert srv.get("/v1/stats").json()["leases"]["active"] == 20
+    key, token = next(iter(held.items()))
+    assert srv.request("POST", f"/v1/leases/{key}/renew", headers={"X-Kcache-Lease": token}).status == 200
+    assert srv.request("DELETE", f"/v1/leases/{key}", headers={"X-Kcache-Lease": token}).status == 204
+    fresh = new_key()
+    assert srv.request("POST", f"/v1/leases/{fresh}").status == 201
+    # Uploads and reads do not need a lease: they go on at the cap.
+    bundle = make_bundle(fresh)
+    assert srv.put_artifact(fresh, bundle).status == 201 and srv.get(f"/v1/artifacts/{fresh}").body == bundle
+    assert srv.get("/healthz").status == 200
+
+
+def cpu_seconds(srv) -> float:
+    fields = open(f"/proc/{srv.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_concurrent_stats_share_one_scan_of_the_store(start_server):
+    # /v1/stats breaks usage down by target and mode, a scan of the whole
+    # store (up to 200,000 entries). Before, each request scanned on its
+    # own: a reader asking many times at once made the server scan as many
+    # times. Now one scan runs at a time and concurrent requests share it.
+    import redis
+
+    srv = start_server(args=["--resp-listen", "127.0.0.1:0"])
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    for base in range(0, 40000, 5000):
+        p = r.pipeline(transaction=False)
+        for i in range(base, base + 5000):
+            p.set(f"fill:{i}", b"v")
+        p.execute()
+    assert srv.get("/v1/stats").json()["storage"]["entries"] == 40000
+
+    def cost(n: int) -> float:
+        c0 = cpu_seconds(srv)
+        with concurrent.futures.ThreadPoolExecutor(n) as ex:
+            statuses = list(ex.map(lambda _: srv.get("/v1/stats", timeout=60).status, range(n)))
+        assert statuses == [200] * n
+        return cpu_seconds(srv) - c0
+
+    one = min(cost(1) for _ in range(3))
+    many = cost(16)
+    print(f"\none /v1/stats: {one * 1000:.0f} ms of server CPU; 16 at once: {many * 1000:.0f} ms")
+    assert many < 6 * max(one, 0.01), (one, many)
+
+
+def test_entry_inspections_are_a_few_at_a_time(start_server):
+    # GET /v1/entries/{key} reads and checks a whole object. Before, any
+    # number ran at once (each holding a copy of the object); now two, and
+    # the rest are 503 busy with Retry-After.
+    srv = start_server(args=["--max-body-bytes", "128M"])
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(48 * MIB))
+    assert srv.put_artifact(key, bundle).status == 201
+    barrier = threading.Barrier(8)
+
+    def inspect(_):
+        barrier.wait()
+        r = srv.get(f"/v1/entries/{key}", timeout=60)
+        return r.status, r.headers.get("retry-after"), r.json().get("error")
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        answers = list(ex.map(inspect, range(8)))
+    ok = [a for a in answers if a[0] == 200]
+    busy = [a for a in answers if a[0] == 503]
+    assert len(ok) + len(busy) == 8 and ok and busy, answers
+    assert all(a[1] == "1" and a[2] == "busy" for a in busy), answers
+    assert srv.get(f"/v1/entries/{key}").json()["manifest"]["key"] == key  # alone: answered
+    assert srv.get("/healthz").status == 200
