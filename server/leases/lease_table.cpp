@@ -45,7 +45,9 @@ class InProcessLeaseTable final : public LeaseTable {
       g.remaining_ms = ms_between(now, it->second.expires);
       return g;
     }
-    if (leases_.size() >= max_leases_) sweep_locked(now);
+    // At the cap, drop expired leases first — at most every 100 ms, so a
+    // flood of refused grants does not rescan the whole table each time.
+    if (leases_.size() >= max_leases_ && now - last_sweep_ >= std::chrono::milliseconds(100)) sweep_locked(now);
     if (leases_.size() >= max_leases_) {
       LeaseGrant g;
       g.table_full = true;
@@ -149,6 +151,7 @@ class InProcessLeaseTable final : public LeaseTable {
 
   // REQUIRES: mu_ held.
   void sweep_locked(Clock::time_point now) {
+    last_sweep_ = now;
     for (auto it = leases_.begin(); it != leases_.end();) {
       if (it->second.expires <= now) {
         it = leases_.erase(it);
@@ -163,6 +166,7 @@ class InProcessLeaseTable final : public LeaseTable {
   const std::uint64_t ttl_ms_;
   const std::uint64_t max_leases_;
   std::mutex mu_;
+  Clock::time_point last_sweep_{};  // GUARDED_BY(mu_)
   Map leases_;
   LeaseCounters counters_;
 };

@@ -1,8 +1,10 @@
-"""Uploads against hostile writers, over real sockets to a real
-kcache-server: a body declared huge and never sent maps no memory and is
-cut off when it stops making progress; the bytes all uploads may hold at
-once are bounded server-wide (503, Retry-After); a legitimate upload and
-GETs keep working throughout."""
+"""Uploads and the other routes against hostile clients, over real sockets
+to a real kcache-server: a body declared huge and never sent maps no memory
+and is cut off when it stops making progress; the bytes all uploads may
+hold at once are bounded server-wide (503, Retry-After); many leases, up to
+the lease table's cap (503 too_many_leases); concurrent /v1/stats share one
+scan of the store; whole-object entry inspections run two at a time. A
+legitimate upload and GETs keep working throughout."""
 
 from __future__ import annotations
 
