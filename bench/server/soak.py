@@ -73,6 +73,7 @@ except ImportError:
 
 DEFAULT_OUT = HERE / "soak.json"
 REPORT = HERE / "SOAK.md"
+ANALYSIS = "## Analysis (written by hand"
 
 
 # ---------------------------------------------------------------- helpers
@@ -998,7 +999,11 @@ def write_report(out: pathlib.Path, path: pathlib.Path = REPORT) -> None:
         if r["anomalies"]:
             L += ["", "First anomalies: " + json.dumps(r["anomalies"][:5])]
         L += ["", f"Exit codes at the end (SIGTERM): {json.dumps(r['exit'])}."]
-    path.write_text("\n".join(L) + "\n")
+    # A hand-written analysis at the end survives a regeneration (reread it against the figures).
+    kept = ""
+    if path.exists() and ANALYSIS in path.read_text():
+        kept = "\n" + path.read_text()[path.read_text().index(ANALYSIS):]
+    path.write_text("\n".join(L) + "\n" + kept)
 
 
 def main() -> None:
