@@ -98,19 +98,24 @@ def _required() -> dict[str, bool]:
     }
 
 
-def _has_check_node_safe() -> bool:
-    from torch._functorch._aot_autograd import autograd_cache as ac
+def _module_text(name: str) -> str:
+    """A module's source, read without importing it: a warm start must not
+    import Inductor's compiler (compile_fx imports lowering and codegen)."""
+    import importlib.util
 
-    return callable(getattr(ac, "check_node_safe", None)) and hasattr(ac, "BypassAOTAutogradCache")
+    spec = importlib.util.find_spec(name)
+    return pathlib.Path(spec.origin).read_text() if spec and spec.origin else ""
+
+
+def _has_check_node_safe() -> bool:
+    src = _module_text("torch._functorch._aot_autograd.autograd_cache")
+    return "def check_node_safe(" in src and "class BypassAOTAutogradCache" in src
 
 
 def _has_call_free_shortcut() -> bool:
-    import inspect
-
-    from torch._inductor import compile_fx as cfx
-
-    return (callable(getattr(getattr(cfx, "dynamo_utils", None), "count_calls", None))
-            and "dynamo_utils.count_calls(gm.graph) == 0" in inspect.getsource(cfx._compile_fx_inner))
+    src = _module_text("torch._inductor.compile_fx")
+    return "def count_calls" in _module_text("torch._dynamo.utils") and \
+        "dynamo_utils.count_calls(gm.graph) == 0" in src
 
 
 def _loader_precompiles_headers() -> bool:
