@@ -183,6 +183,23 @@ class RedisCluster:
                 raise RuntimeError("the nodes never agreed on the slot map: " + out[-2000:])
             time.sleep(0.1)
 
+    def cluster_cli(self, *args: str, timeout: float = 120, input: str | None = None,
+                    limit: float = 60) -> subprocess.CompletedProcess:
+        """`redis-cli --cluster <args>`, run again while it refuses because
+        the nodes do not agree yet. add-node and reshard check the cluster
+        before they act and stop at the first disagreement; gossip can still
+        be settling a moment after `wait_agreed` saw agreement from one node
+        (a replica just added, seen from another master), so one refusal is
+        not a failure. Anything else is returned as it is."""
+        deadline = time.monotonic() + limit
+        while True:
+            done = subprocess.run([REDIS_CLI, "--cluster", *args], capture_output=True, text=True,
+                                  timeout=timeout, input=input)
+            refused = "Nodes don't agree" in done.stdout or "Please fix your cluster problems" in done.stdout
+            if done.returncode == 0 or not refused or time.monotonic() > deadline:
+                return done
+            self.wait_agreed()
+
     def url(self, first: int | None = None, query: str = "?connect_timeout_ms=500&timeout_ms=2000") -> str:
         """A URL whose first seed is node `first` (where that server subscribes)."""
         first = self.ports[0] if first is None else first
@@ -219,8 +236,7 @@ class RedisCluster:
         port = None
         while port is None:
             port = self._start_node()
-        added = subprocess.run([REDIS_CLI, "--cluster", "add-node", f"127.0.0.1:{port}",
-                                f"127.0.0.1:{self.ports[0]}"], capture_output=True, text=True, timeout=60)
+        added = self.cluster_cli("add-node", f"127.0.0.1:{port}", f"127.0.0.1:{self.ports[0]}")
         if added.returncode != 0:
             raise RuntimeError(added.stdout + added.stderr)
         self.ports.append(port)
@@ -355,9 +371,8 @@ class RedisCluster:
                     r = None
                     while r is None:
                         r = c._start_node()
-                    added = subprocess.run([REDIS_CLI, "--cluster", "add-node", f"127.0.0.1:{r}", f"127.0.0.1:{m}",
-                                            "--cluster-slave", "--cluster-master-id", mid],
-                                           capture_output=True, text=True, timeout=60)
+                    added = c.cluster_cli("add-node", f"127.0.0.1:{r}", f"127.0.0.1:{m}",
+                                          "--cluster-slave", "--cluster-master-id", mid)
                     if added.returncode != 0:
                         raise RuntimeError(added.stdout[-2000:] + added.stderr[-2000:])
                     c.ports.append(r)
