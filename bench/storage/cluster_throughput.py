@@ -350,6 +350,16 @@ def fmt(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
 
 
+def _rate_row(name: str, c: int, kind: str, x: dict, extra: list) -> str:
+    """One table row of a measured storage: rate, bytes, latency, cores,
+    errors, then `extra` columns, load and each round's rate."""
+    cells = [name, c, LABEL[kind], fmt(x["rate"]), fmt(x["mb_s"]), f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f}",
+             f"{x['server_cores']:.2f}", fmt(x["rate"] / max(x["server_cores"], 1e-9)),
+             f"{x['redis_cores']:.2f} ({x['busiest_redis_core']:.2f})", f"{x['wrk_cores']:.2f}", x["errors"],
+             *extra, f"{x['load1']:.1f}", ", ".join(fmt(v) for v in x["rates"])]
+    return "| " + " | ".join(str(v) for v in cells) + " |"
+
+
 def report(res: dict, plot_name: str) -> str:
     m, s, ceil = res["meta"], summarize(res), ceilings(res)
     used = [x["server_cores"] + x["redis_cores"] + x["wrk_cores"] for x in s.values()] or [0.0]
@@ -399,11 +409,7 @@ def report(res: dict, plot_name: str) -> str:
                 x = s.get((kind, "get", size, c))
                 if not x:
                     continue
-                lines.append(f"| {name} | {c} | {LABEL[kind]} | {fmt(x['rate'])} | {fmt(x['mb_s'])} | "
-                             f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f} | {x['server_cores']:.2f} | "
-                             f"{fmt(x['rate'] / max(x['server_cores'], 1e-9))} | "
-                             f"{x['redis_cores']:.2f} ({x['busiest_redis_core']:.2f}) | {x['wrk_cores']:.2f} | "
-                             f"{x['errors']} | {x['load1']:.1f} | {', '.join(fmt(v) for v in x['rates'])} |")
+                lines.append(_rate_row(name, c, kind, x, []))
             for target in ("nginx, same bytes",):
                 v = ceil.get((target, size, c))
                 if v:
@@ -426,12 +432,7 @@ def report(res: dict, plot_name: str) -> str:
                 x = s.get((kind, "put", size, c))
                 if not x:
                     continue
-                lines.append(f"| {name} | {c} | {LABEL[kind]} | {fmt(x['rate'])} | {fmt(x['mb_s'])} | "
-                             f"{x['p50_ms']:.2f} / {x['p99_ms']:.2f} | {x['server_cores']:.2f} | "
-                             f"{fmt(x['rate'] / max(x['server_cores'], 1e-9))} | "
-                             f"{x['redis_cores']:.2f} ({x['busiest_redis_core']:.2f}) | {x['wrk_cores']:.2f} | "
-                             f"{x['errors']} | {x['repeats']} | {x['load1']:.1f} | "
-                             f"{', '.join(fmt(v) for v in x['rates'])} |")
+                lines.append(_rate_row(name, c, kind, x, [x["repeats"]]))
     lines += ["", "## Ceilings", "",
               "The load generator against endpoints that do no storage work, in the same rounds.", "",
               "| target | size | conns | req/s | MB/s |", "| --- | --- | ---: | ---: | ---: |"]
