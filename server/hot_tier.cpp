@@ -11,9 +11,10 @@ HotTier::Bytes HotTier::get(const std::string& key) {
   return it->second->bytes;
 }
 
-void HotTier::put(const std::string& key, Bytes bytes) {
+void HotTier::put(const std::string& key, Bytes bytes, std::uint64_t read_since) {
   if (!enabled() || !bytes || bytes->size() > max_object_bytes_ || bytes->size() > max_bytes_) return;
   std::lock_guard lock(mu_);
+  if (generation_ != read_since) return;
   if (auto it = index_.find(key); it != index_.end()) drop_locked(it->second);
   used_ += bytes->size();
   lru_.push_front(Item{key, std::move(bytes), Clock::now()});
@@ -23,6 +24,7 @@ void HotTier::put(const std::string& key, Bytes bytes) {
 
 void HotTier::erase(const std::string& key) {
   std::lock_guard lock(mu_);
+  ++generation_;
   if (auto it = index_.find(key); it != index_.end()) drop_locked(it->second);
 }
 
@@ -34,6 +36,11 @@ bool HotTier::needs_touch(const std::string& key, Clock::duration interval) {
   if (now - it->second->touched < interval) return false;
   it->second->touched = now;
   return true;
+}
+
+std::uint64_t HotTier::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
 }
 
 std::uint64_t HotTier::bytes() const {

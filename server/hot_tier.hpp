@@ -8,7 +8,10 @@
 //    verifies it), never from uploads. Artifacts are immutable, so an entry
 //    never goes stale by content; only removal matters.
 //  - Removal: the server erases keys it deletes (DELETE, /v1/evict,
-//    /v1/verify?remove=true). Objects the backend drops by itself (its own
+//    /v1/verify?remove=true; over RESP, DEL, expiry and a SET that replaces
+//    a value — RESP values are not immutable). A fill carries the
+//    generation read before its storage read and is dropped when an erase
+//    came in between. Objects the backend drops by itself (its own
 //    LRU eviction) are noticed by touch(): while an entry is hot, at most one
 //    read a second per key goes to the backend on the pool, which also keeps
 //    the backend's last-access time and hit count current for its LRU; a
@@ -43,8 +46,13 @@ class HotTier {
   bool enabled() const { return max_bytes_ > 0; }
   // The object, or nullptr; a hit moves it to the front.
   Bytes get(const std::string& key);
-  void put(const std::string& key, Bytes bytes);
+  // Kept only when nothing was erased since `generation()` returned
+  // `read_since`, taken before the read that produced `bytes`: a read that
+  // raced a removal (or a RESP overwrite) must not bring the old bytes back.
+  void put(const std::string& key, Bytes bytes, std::uint64_t read_since);
+  // Every erase moves the generation on, whether or not the key was here.
   void erase(const std::string& key);
+  std::uint64_t generation() const;
   // True at most once per `interval` per key: time to read it through the
   // backend (see the contract above).
   bool needs_touch(const std::string& key, Clock::duration interval = std::chrono::seconds(1));
@@ -65,6 +73,7 @@ class HotTier {
   std::list<Item> lru_;                                                  // GUARDED_BY(mu_), front = newest
   std::unordered_map<std::string, std::list<Item>::iterator> index_;     // GUARDED_BY(mu_)
   std::uint64_t used_ = 0;                                               // GUARDED_BY(mu_)
+  std::uint64_t generation_ = 0;                                         // GUARDED_BY(mu_)
 };
 
 }  // namespace kcache::server

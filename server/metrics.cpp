@@ -180,6 +180,10 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
     }
   }
   scalar(out, "kcache_cache_hits_total", "counter", "Artifact GETs answered 200.", load(hits));
+  family(out, "kcache_hot_tier_hits_total", "counter",
+         "Reads answered from the in-memory hot tier on the connection's strand, by API.");
+  out += "kcache_hot_tier_hits_total{api=\"http\"} " + std::to_string(load(hot_hits_http)) + "\n";
+  out += "kcache_hot_tier_hits_total{api=\"resp\"} " + std::to_string(load(hot_hits_resp)) + "\n";
   scalar(out, "kcache_cache_misses_total", "counter", "Artifact GETs answered 404.", load(misses));
   family(out, "kcache_uploads_total", "counter", "Artifact PUTs by outcome.");
   out += "kcache_uploads_total{outcome=\"stored\"} " + std::to_string(load(puts_stored)) + "\n";

@@ -53,6 +53,8 @@ class Metrics {
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_commands() const;
 
   std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> hot_hits_http{0};  // of `hits`, answered from the hot tier
+  std::atomic<std::uint64_t> hot_hits_resp{0};  // RESP GET hits answered from the hot tier
   std::atomic<std::uint64_t> misses{0};
   std::atomic<std::uint64_t> puts_stored{0};
   std::atomic<std::uint64_t> puts_present{0};

@@ -9,7 +9,10 @@
 // KCACHE_FAULT_PAUSE_PUT_MS=N (read by open_backend()) installs a hook that
 // sleeps N ms at that point, for end-to-end tests of kcache-server that
 // cannot inject an object; it is logged on stderr at open so that it is
-// never left on by accident.
+// never left on by accident. KCACHE_FAULT_PAUSE_READ_MS=N makes the disk
+// backend's reads pause N ms after reading an object's bytes, printing
+// "kcache storage: read of <key> paused" on stderr first (a test's event:
+// a read that races a removal, tests/python/server/test_resp_hot.py).
 // Thread safety: before_publish() may be called concurrently.
 #pragma once
 
@@ -30,7 +33,7 @@ class PutFaultHook {
   virtual void after_read(const std::string& /*key*/) {}
 };
 
-// The hook KCACHE_FAULT_PAUSE_PUT_MS asks for, or nullptr when it is unset.
+// The hook KCACHE_FAULT_PAUSE_PUT_MS / _READ_MS ask for, or nullptr when both are unset.
 std::shared_ptr<PutFaultHook> fault_hook_from_env();
 
 }  // namespace kcache::storage

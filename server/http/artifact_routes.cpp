@@ -44,6 +44,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
     // A hot hit: answered here, on the strand. Now and then the backend
     // reads it too (its LRU and hit count; and it may have dropped it).
     s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+    s.metrics.hot_hits_http.fetch_add(1, std::memory_order_relaxed);
     if (s.hot.needs_touch(key)) {
       asio::post(s.pool, [&s, key] {
         auto r = s.backend.get(key);
@@ -76,11 +77,12 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const std::strin
   };
   const bool waiting = waiter != nullptr;
   auto lookup_job = [&s, &key, waiting] {
+    const auto since = s.hot.generation();
     Lookup l{s.backend.get(key), std::nullopt, nullptr};
     if (l.got && s.hot.enabled()) {
       // Move the bytes into the tier and answer from the same buffer.
       l.shared = std::make_shared<const std::vector<std::uint8_t>>(std::move(l.got.value()));
-      s.hot.put(key, l.shared);
+      s.hot.put(key, l.shared, since);
     }
     if (waiting && !l.got && l.got.error().code == Errc::not_found) l.lease_until = s.leases.live_until(key);
     return l;

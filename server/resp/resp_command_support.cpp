@@ -1,5 +1,7 @@
 #include "server/resp/resp_command_support.hpp"
 
+#include "server/resp/resp_hot.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -69,6 +71,7 @@ bool flight_eligible(const RespShared& sh, std::string_view key) {
 }
 
 Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey) {
+  const auto since = sh.s.hot.generation();
   if (sh.expiries.expired(skey)) {
     (void)sh.s.backend.remove(skey);
     sh.expiries.clear(skey);
@@ -76,6 +79,7 @@ Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey
   }
   auto got = sh.s.backend.get(skey);
   if (got && !unwrap_value(*got)) return Error{Errc::corrupt, "a stored RESP value without its envelope"};
+  if (got) remember(sh, skey, *got, since);
   return got;
 }
 

@@ -26,7 +26,8 @@ bool may(const RespShared& sh, const Conn& c, Role needed);
 // A key with one of --resp-flight-prefixes, while windows are on.
 bool flight_eligible(const RespShared& sh, std::string_view key);
 // A storage lookup that treats an expired key as absent (and removes it);
-// a value without its envelope is corrupt.
+// a value without its envelope is corrupt. A value read fills the hot tier
+// (server/resp/resp_hot.hpp).
 Result<std::vector<std::uint8_t>> lookup(RespShared& sh, const std::string& skey);
 
 }  // namespace kcache::server::resp

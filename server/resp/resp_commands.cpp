@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/resp/resp_command_support.hpp"
+#include "server/resp/resp_hot.hpp"
 #include "server/resp/resp_reads.hpp"
 
 namespace kcache::server::resp {
@@ -98,6 +99,7 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
     if (present) {
       // Redis overwrites; storage objects are immutable: replace it.
       auto rm = b.remove(skey);
+      forget(sh, skey);  // gone even if the put below fails
       if (!rm && rm.error().code != Errc::not_found) {
         o.status = rm.error();
         return o;
@@ -110,6 +112,7 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
     }
     if (opts->expires) sh.expiries.set(skey, *opts->expires);
     else sh.expiries.clear(skey);
+    forget(sh, skey);  // a replaced value, or one that now has an expiry, leaves the hot tier
     o.stored = true;
     return o;
   };
@@ -158,6 +161,7 @@ asio::awaitable<void> exists_or_del(RespShared& sh, bool del, std::vector<std::s
       if (del || expired) {
         auto st = sh.s.backend.remove(skey);
         sh.expiries.clear(skey);
+        forget(sh, skey);
         if (st && !expired) ++c.n;
         else if (!st && st.error().code != Errc::not_found) c.error = st.error();
         continue;

@@ -104,6 +104,11 @@ void Expiries::clear(const std::string& skey) {
   at_.erase(skey);
 }
 
+bool Expiries::has(const std::string& skey) const {
+  std::lock_guard lock(mu_);
+  return at_.count(skey) != 0;
+}
+
 bool Expiries::expired(const std::string& skey) const {
   std::lock_guard lock(mu_);
   auto it = at_.find(skey);

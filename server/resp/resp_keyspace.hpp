@@ -54,6 +54,8 @@ class Expiries {
   bool has_room(const std::string& skey) const;
   void set(const std::string& skey, Clock::time_point when);
   void clear(const std::string& skey);
+  // True when skey has an expiry, passed or not.
+  bool has(const std::string& skey) const;
   // True when skey has an expiry that has passed (the caller removes it).
   bool expired(const std::string& skey) const;
   // Up to `max` keys whose expiry has passed (the caller removes them).

@@ -12,6 +12,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "server/resp/resp_command_support.hpp"
+#include "server/resp/resp_hot.hpp"
 
 namespace kcache::server::resp {
 
@@ -22,6 +23,11 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
   auto& s = sh.s;
   const std::string skey = storage_key(key);
   const std::string type = cache_type(key);
+  if (auto hot = hot_value(sh, skey)) {
+    s.metrics.resp_command("get", type, "hit");
+    bulk(out, *unwrap_value(*hot));
+    co_return;
+  }
   const bool flight = flight_eligible(sh, key);
   std::shared_ptr<Waiter> waiter;
   if (flight) {
@@ -140,6 +146,15 @@ asio::awaitable<std::size_t> get_batch(RespShared& sh, const Conn& c,
                                        const std::vector<std::vector<std::string>>& cmds,
                                        std::size_t begin, std::size_t end, std::string& out) {
   constexpr std::size_t k_batch_bytes = 1u << 20;
+  // A run of hot values at the front is answered here, with no hop.
+  std::size_t hot = 0;
+  for (std::size_t i = begin; i < end; ++i, ++hot) {
+    auto bytes = hot_value(sh, storage_key(cmds[i][1]));
+    if (!bytes) break;
+    sh.s.metrics.resp_command("get", cache_type(cmds[i][1]), "hit");
+    bulk(out, *unwrap_value(*bytes));
+  }
+  if (hot > 0) co_return hot;
   std::vector<Result<std::vector<std::uint8_t>>> got;
   auto job = [&sh, &cmds, &got, begin, end] {
     std::size_t held = 0;
