@@ -20,7 +20,7 @@
 #include "server/http/session_streams.hpp"
 #include "server/http/tls_handshake.hpp"
 #include "server/http/upload_body.hpp"
-#include "server/http/wait_watch.hpp"
+#include "server/wait_watch.hpp"
 
 namespace kcache::server {
 
@@ -252,14 +252,15 @@ asio::awaitable<void> Session<Stream>::serve() {
     }
     lowest().expires_never();  // a waiting GET may take long; the socket is idle meanwhile
     const bool may_wait = req.method == "GET" && req.query.count("wait_ms") != 0;
+    std::optional<WaitWatch<Stream, beast::flat_buffer>> watch;
     if (may_wait) {
+      // A pipelined next request read meanwhile is kept, up to a head's worth.
       req.watch = std::make_shared<ClientWatch>();
-      watch_for_close(lowest().socket(), req.watch, this->shared_from_this());
+      watch.emplace(stream_, buffer_, cfg.max_header_bytes, req.watch, this->shared_from_this());
     }
     Response r = co_await handle_request(s_, req, route);
-    if (may_wait) {
-      beast::error_code ignored;
-      lowest().socket().cancel(ignored);  // ends the watch (nothing else is pending on the socket)
+    if (watch) {
+      co_await watch->stop();
       if (req.watch->gone) {
         spdlog::info("conn={} peer={} went away while its GET waited; wait ended", id_, peer_);
         break;

@@ -9,8 +9,8 @@
 // bodies end the connection after the answer.
 // The parts, each in its own file: session_streams.hpp (plain or TLS),
 // tls_handshake.hpp, request_read.hpp (the body read and what failed reads
-// are answered with), wait_watch.hpp (the connection watched while a GET
-// waits), beast_response.hpp (the response as written), session_close.hpp;
+// are answered with), the connection read while a GET waits
+// (server/wait_watch.hpp), beast_response.hpp (the response as written), session_close.hpp;
 // a connection over --max-connections is connection_reject.hpp's.
 // Thread safety: a session lives on its strand; start_session() may be
 // called from any thread.
