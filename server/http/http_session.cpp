@@ -13,9 +13,9 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
-#include "server/http/beast_response.hpp"
 #include "server/http/request_head.hpp"
 #include "server/http/request_read.hpp"
+#include "server/http/response_write.hpp"
 #include "server/http/session_close.hpp"
 #include "server/http/session_streams.hpp"
 #include "server/http/tls_handshake.hpp"
@@ -83,11 +83,11 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
 
   asio::awaitable<void> run();
   asio::awaitable<void> serve();
-  // Writes r (closing afterwards when it says so) and logs it. Takes a
-  // named Response: g++ 12 mishandles non-trivial temporaries inside
-  // co_await expressions.
+  // Writes r and says whether the connection goes on (response_write.hpp).
   asio::awaitable<bool> respond(Response& r, const Request& req, unsigned version, bool head, bool keep_alive,
-                                Clock::time_point started, std::uint64_t bytes_in);
+                                Clock::time_point started, std::uint64_t bytes_in) {
+    return write_response(stream_, s_, ConnLog{id_, peer_}, r, req, version, head, keep_alive, started, bytes_in);
+  }
 
   // Keeps the context this connection shook hands with alive (a SIGHUP
   // reload swaps the server's current one). Declared before stream_.
@@ -104,35 +104,10 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
 };
 
 template <class Stream>
-asio::awaitable<bool> Session<Stream>::respond(Response& r, const Request& req, unsigned version, bool head,
-                                       bool keep_alive, Clock::time_point started, std::uint64_t bytes_in) {
-  keep_alive = keep_alive && !r.close && !s_.draining.load();
-  const int status = r.status;
-  const std::string route = r.route.empty() ? "unmatched" : r.route;
-  const std::string key = r.key;
-  auto res = to_beast(std::move(r), version, head, keep_alive, req.id);
-  const std::uint64_t bytes_out = head ? 0 : SharedBody::size(res.body());
-  beast::error_code ec;
-  lowest().expires_after(transfer_deadline(s_.config, bytes_out));
-  co_await http::async_write(stream_, res, asio::redirect_error(asio::use_awaitable, ec));
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const std::string method = req.method.empty() ? "-" : req.method;
-  s_.metrics.record_request(route, method, status, seconds, bytes_in, ec ? 0 : bytes_out);
-  if (s_.config.access_log) {
-    spdlog::info("access id={} conn={} peer={} method={} route={} key={} status={} in={} out={} ms={:.3f}{}", req.id,
-                 id_, peer_, method, route, key.empty() ? "-" : key, status, bytes_in, bytes_out, seconds * 1000,
-                 ec ? " write_error=" + ec.message() : "");
-  }
-  if (ec) co_return false;
-  if (!keep_alive) co_await lingering_close(stream_);
-  co_return keep_alive;
-}
-
-template <class Stream>
 asio::awaitable<void> Session<Stream>::run() {
   bool ok = true;
   if constexpr (k_tls) {
-    const auto verified = co_await tls_handshake(stream_, buffer_, s_, idle_, HandshakeLog{id_, peer_});
+    const auto verified = co_await tls_handshake(stream_, buffer_, s_, idle_, ConnLog{id_, peer_});
     ok = verified.has_value();
     cert_verified_ = verified.value_or(false);
   }

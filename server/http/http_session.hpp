@@ -8,9 +8,10 @@
 // (slow or stalled clients are cut off), write deadlines. Unread request
 // bodies end the connection after the answer.
 // The parts, each in its own file: session_streams.hpp (plain or TLS),
-// tls_handshake.hpp, request_read.hpp (the body read and what failed reads
-// are answered with), the connection read while a GET waits
-// (server/wait_watch.hpp), beast_response.hpp (the response as written), session_close.hpp;
+// tls_handshake.hpp, request_read.hpp (the body read, and what a failed
+// read is answered with), server/wait_watch.hpp (the connection read while
+// a GET waits), response_write.hpp (the answer written, keep-alive),
+// beast_response.hpp (the answer as Beast writes it), session_close.hpp;
 // a connection over --max-connections is connection_reject.hpp's.
 // Thread safety: a session lives on its strand; start_session() may be
 // called from any thread.

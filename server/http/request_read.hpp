@@ -18,6 +18,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "server/config.hpp"
+#include "server/http/conn_log.hpp"
 #include "server/http/http_types.hpp"
 #include "server/http/upload_body.hpp"
 #include "server/services.hpp"
@@ -35,10 +36,6 @@ std::optional<Response> head_read_failure(const boost::beast::error_code& ec, co
 // The same for a body: `limit` and `route` are the route's, `spool_error`
 // the upload spool's failure if that stopped the read (counted as a
 // rejected upload).
-struct ConnLog {
-  std::uint64_t conn = 0;
-  const std::string& peer;
-};
 std::optional<Response> body_read_failure(const boost::beast::error_code& ec, const std::optional<Error>& spool_error,
                                           std::uint64_t limit, const std::string& route, Services& s,
                                           ConnLog log);

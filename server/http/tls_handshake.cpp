@@ -19,7 +19,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 asio::awaitable<std::optional<bool>> tls_handshake(TlsStream& stream, beast::flat_buffer& buffer, Services& s,
-                                                   bool& idle, HandshakeLog log) {
+                                                   bool& idle, ConnLog log) {
   beast::error_code ec;
   auto& tcp = beast::get_lowest_layer(stream);
   tcp.expires_after(std::chrono::milliseconds(s.config.read_timeout_ms));

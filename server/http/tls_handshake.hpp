@@ -11,15 +11,11 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "server/http/conn_log.hpp"
 #include "server/http/session_streams.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {
-
-struct HandshakeLog {
-  std::uint64_t conn = 0;
-  const std::string& peer;
-};
 
 // Detects TLS, then shakes hands, all under --read-timeout-ms; bytes read
 // past the handshake stay in `buffer`. `idle` is true while nothing has
@@ -27,6 +23,6 @@ struct HandshakeLog {
 // client showed a certificate the client CA signed, or nullopt when the
 // connection is to be closed (also when the server began draining).
 boost::asio::awaitable<std::optional<bool>> tls_handshake(TlsStream& stream, boost::beast::flat_buffer& buffer,
-                                                          Services& s, bool& idle, HandshakeLog log);
+                                                          Services& s, bool& idle, ConnLog log);
 
 }  // namespace kcache::server
