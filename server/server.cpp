@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/connections.hpp"
+#include "server/http/connection_reject.hpp"
 #include "server/http/http_session.hpp"
 #include "server/leases/redis_replicas.hpp"
 #include "server/resp/resp_session.hpp"

@@ -7,8 +7,14 @@
 // from the Content-Length before any body byte is read), read deadlines
 // (slow or stalled clients are cut off), write deadlines. Unread request
 // bodies end the connection after the answer.
-// Thread safety: a session lives on its strand; start_session() and
-// reject_connection() may be called from any thread.
+// The parts, each in its own file: session_streams.hpp (plain or TLS),
+// tls_handshake.hpp, request_read.hpp (the body read, and what a failed
+// read is answered with), server/wait_watch.hpp (the connection read while
+// a GET waits), response_write.hpp (the answer written, keep-alive),
+// beast_response.hpp (the answer as Beast writes it), session_close.hpp;
+// a connection over --max-connections is connection_reject.hpp's.
+// Thread safety: a session lives on its strand; start_session() may be
+// called from any thread.
 #pragma once
 
 #include <memory>
@@ -28,9 +34,5 @@ namespace kcache::server {
 // connection's life); without, plain HTTP.
 void start_session(boost::asio::ip::tcp::socket socket, Services& services, Connections& connections,
                    std::shared_ptr<boost::asio::ssl::context> tls);
-
-// Answers 503 with Retry-After on a connection over --max-connections, then
-// closes it.
-void reject_connection(boost::asio::ip::tcp::socket socket, Services& services);
 
 }  // namespace kcache::server

@@ -19,18 +19,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "server/client_watch.hpp"
+
 namespace kcache::server {
 
 class UploadSpool;
-
-// Set by the session while a request may wait (GET ?wait_ms): it watches
-// the socket, and when the client goes away marks `gone` and calls
-// `on_gone` (both on the session's strand), so the wait ends and the
-// connection's slot is given back instead of being held until the wait's end.
-struct ClientWatch {
-  bool gone = false;
-  std::function<void()> on_gone;
-};
 
 struct Request {
   std::uint64_t id = 0;      // per-process request number, for the access log
@@ -48,7 +41,7 @@ struct Request {
   // An HTTPS client that presented a certificate signed by --tls-client-ca
   // (never set on RESP, which has no TLS).
   bool client_cert_verified = false;
-  std::shared_ptr<ClientWatch> watch;  // null unless the request may wait
+  std::shared_ptr<ClientWatch> watch;  // null unless the request may wait (client_watch.hpp)
 
   // First header with this (lowercase) name, or nullptr.
   const std::string* header(std::string_view lower_name) const {

@@ -13,12 +13,15 @@
 // a GET miss on a key with a listed prefix, by a connection with the write
 // role, makes the caller the key's compiler for the window (it gets the miss at once); other GETs of the key
 // wait until its SET lands, the compiler's connection closes, or the window
-// ends — then answer the value, or a miss without becoming compilers.
+// ends — then answer the value, or a miss without becoming compilers. A
+// waiting GET whose client closes ends at once, with no reply, and its
+// connection closes.
 // Thread safety: a Conn belongs to one session; RespShared is shared.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +30,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "server/client_watch.hpp"
 #include "server/leases/lease_table.hpp"
 #include "server/resp/resp_keyspace.hpp"
 #include "server/resp/resp_protocol.hpp"
@@ -54,6 +58,10 @@ struct Conn {
   std::string name;                  // CLIENT SETNAME
   int proto = 2;                     // HELLO 3 switches to RESP3 (redis-py 8 asks for it by default)
   std::map<std::string, std::string> flights;  // storage key -> lease token: keys this connection compiles
+  // Set by the session: starts watching the connection for the client
+  // going away while a GET waits in a single-flight window (at most once
+  // per command; the session stops the watch when the command is done).
+  std::function<std::shared_ptr<ClientWatch>()> watch_client;
 };
 
 // Runs one command, appending its reply to `out`. Returns false when the

@@ -42,6 +42,7 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
     std::optional<Clock::time_point> until;
   };
   bool waited = false;
+  std::shared_ptr<ClientWatch> watch;  // once the GET waits
   const auto deadline = Clock::now() + std::chrono::milliseconds(s.config.resp_flight_window_ms);
   // Only a connection that may SET the key can be its compiler: a reader's
   // miss must not make others wait for a SET that cannot come.
@@ -78,6 +79,18 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
     }
     if (!flight || !st.until || Clock::now() >= deadline || s.draining.load()) break;
     if (waiter->take_wake()) continue;
+    if (!watch && c.watch_client) {
+      // The client going away ends the wait (on this strand, as the timer).
+      watch = c.watch_client();
+      watch->on_gone = [w = std::weak_ptr<Waiter>(waiter)] {
+        if (auto p = w.lock()) p->timer.cancel();
+      };
+    }
+    if (watch && watch->gone) {
+      // The client closed while it waited: no reply; the session closes.
+      s.metrics.resp_command("get", type, "client_gone");
+      co_return;
+    }
     waited = true;
     waiter->timer.expires_at(std::min(deadline, *st.until + std::chrono::milliseconds(1)));
     boost::system::error_code ec;

@@ -11,11 +11,13 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <spdlog/spdlog.h>
 
 #include "server/resp/resp_command_support.hpp"
 #include "server/resp/resp_reads.hpp"
+#include "server/wait_watch.hpp"
 
 namespace kcache::server::resp {
 
@@ -48,6 +50,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
 
   void start() {
     id_ = connections_.add(shared_from_this());
+    conn_.watch_client = [this] { return watch_client(); };
     asio::co_spawn(stream_.get_executor(), [self = shared_from_this()] { return self->run(); }, asio::detached);
   }
 
@@ -126,6 +129,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
         cmds.push_back(std::move(cmd.args));
       }
       bool keep = true;
+      bool fed = false;  // commands arrived while a GET waited: parse them before reading on
       for (std::size_t i = 0; i < cmds.size() && keep;) {
         if (batchable_get(sh_, conn_, cmds[i])) {
           // A run of plain GETs: one trip to the storage pool for the lot.
@@ -136,6 +140,23 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
           keep = co_await execute(sh_, conn_, cmds[i], out);
           ++i;
         }
+        if (watch_) {
+          // A GET waited: the bytes read meanwhile are the next commands.
+          co_await watch_->stop();
+          watch_.reset();
+          const bool gone = client_->gone;
+          client_.reset();
+          if (gone) {
+            spdlog::info("RESP {}: went away while its GET waited; wait ended", conn_.peer);
+            co_return;
+          }
+          if (watched_.size() > 0) {
+            const auto bytes = watched_.cdata();
+            parser.feed(std::string_view(static_cast<const char*>(bytes.data()), bytes.size()));
+            watched_.consume(watched_.size());
+            fed = true;
+          }
+        }
         if (out.size() >= (1u << 20)) co_await flush(out);  // long pipelines: do not hoard replies
       }
       if (keep && parse_error) {
@@ -145,6 +166,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       co_await flush(out);
       if (!keep || sh_.s.draining.load()) co_return;
       if (reauth) continue;  // parse what followed it with the limits it earned
+      if (fed) continue;
       // A command completed: what is left started arriving with this read
       // (a pipelining client is never timed by its previous commands).
       if (!cmds.empty()) command_started_.reset();
@@ -171,7 +193,22 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
     if (ec) throw boost::system::system_error(ec);
   }
 
+  // A GET about to wait in a single-flight window: read the connection
+  // meanwhile (server/wait_watch.hpp), so a client that closes ends the
+  // wait and frees its connection; what it sends is kept in watched_.
+  std::shared_ptr<ClientWatch> watch_client() {
+    client_ = std::make_shared<ClientWatch>();
+    stream_.expires_never();  // the window bounds the wait; no read deadline applies
+    watch_.emplace(stream_, watched_, k_watch_keep, client_, shared_from_this());
+    return client_;
+  }
+
+  static constexpr std::size_t k_watch_keep = 64 * 1024;
+
   beast::tcp_stream stream_;
+  beast::flat_buffer watched_;
+  std::optional<WaitWatch<beast::tcp_stream, beast::flat_buffer>> watch_;
+  std::shared_ptr<ClientWatch> client_;
   RespShared& sh_;
   Connections& connections_;
   Conn conn_;

@@ -232,6 +232,32 @@ def test_a_waiting_get_whose_client_left_gives_its_slot_back(start_server):
     assert status_of(raw) == 200 and raw.endswith(bundle)
 
 
+def test_a_request_pipelined_behind_a_waiting_get_is_answered_after_it(start_server):
+    # The wait reads the connection (to see a close); the bytes it reads are
+    # the client's next request and must be answered, not lost.
+    srv = start_server(args=["--lease-ttl-ms", "60000"])
+    key = new_key()
+    assert srv.request("POST", f"/v1/leases/{key}").status == 201
+    s = srv.connect()
+    try:
+        s.sendall(f"GET /v1/artifacts/{key}?wait_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        deadline = time.monotonic() + 5
+        while "kcache_lease_waiters 1" not in metrics_text(srv):
+            assert time.monotonic() < deadline, metrics_text(srv)
+            time.sleep(0.05)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # arrives while the GET waits
+        time.sleep(0.3)
+        assert "kcache_lease_waiters 1" in metrics_text(srv)  # a live client's bytes do not end the wait
+        bundle = make_bundle(key)
+        assert srv.put_artifact(key, bundle).status == 201
+        raw = read_until_quiet(s, 3)
+    finally:
+        s.close()
+    first, sep, rest = raw.partition(bundle)
+    assert sep and status_of(first) == 200, raw[:300]
+    assert status_of(rest) == 200 and b'"ok"' in rest, rest
+
+
 def metrics_text(srv) -> str:
     return srv.get("/metrics", timeout=5).body.decode()
 

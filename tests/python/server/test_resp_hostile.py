@@ -286,3 +286,84 @@ def test_keys_with_an_expiry_are_capped_and_swept(hostile):
     assert writer.set("later", b"v", ex=100)  # room again
     assert writer.get("no-expiry") == b"kept" and writer.get("later") == b"v"
     still_serving(srv)
+
+
+def resp_command(*args: str) -> bytes:
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        b = a.encode()
+        out += b"$%d\r\n%s\r\n" % (len(b), b)
+    return out
+
+
+def wait_for_metric(srv, line: str, seconds: float, why: str) -> None:
+    deadline = time.monotonic() + seconds
+    while line not in srv.get("/metrics").body.decode():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
+
+
+def test_a_get_waiting_in_a_window_whose_client_left_frees_its_connection(hostile):
+    # Before: a GET waiting in a single-flight window held its connection
+    # (one of --resp-max-connections) until the window ended — here 60 s —
+    # or the SET landed, however soon its client went away.
+    srv = hostile("--resp-max-connections", "5", "--resp-flight-window-ms", "60000")
+    key = "pt2:fx-graph-v1::" + "ab" * 32
+    compiler = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    assert compiler.get(key) is None  # it compiles; the window is open
+    waiting = []
+    for _ in range(4):  # the rest of the budget
+        s = resp_socket(srv)
+        s.sendall(resp_command("AUTH", TOKENS["read"]) + resp_command("GET", key))
+        waiting.append(s)
+    wait_for_metric(srv, "kcache_lease_waiters 4", 10, "the GETs did not start waiting")
+    for s in waiting:
+        s.close()
+    wait_for_metric(srv, "kcache_lease_waiters 0", 5, "the waiting GETs went on after their clients left")
+    metrics = srv.get("/metrics").body.decode()
+    gone = [l for l in metrics.splitlines() if 'command="get"' in l and 'result="client_gone"' in l]
+    assert gone and gone[0].endswith(" 4"), gone
+    assert "went away while its GET waited" in srv.read_log()
+    # The budget is back: four new connections are served (over it they
+    # would be closed unanswered).
+    fresh = [redis.Redis(port=srv.resp_port, password=TOKENS["read"], socket_timeout=10) for _ in range(4)]
+    deadline = time.monotonic() + 5
+    for r in fresh:
+        while True:  # a closed session leaves the budget a moment after its socket
+            try:
+                assert r.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "the budget did not come back"
+                time.sleep(0.05)
+    for r in fresh:
+        r.close()
+    # The compiler's SET still lands.
+    assert compiler.set(key, b"compiled") and compiler.get(key) == b"compiled"
+
+
+def test_commands_pipelined_behind_a_waiting_get_are_answered_after_it(hostile):
+    # The wait reads the connection; what it reads is the client's next
+    # commands and must be run after the GET, not lost.
+    srv = hostile("--resp-flight-window-ms", "60000")
+    key = "pt2:fx-graph-v1::" + "cd" * 32
+    compiler = redis.Redis(port=srv.resp_port, password=TOKENS["write"], socket_timeout=10)
+    assert compiler.get(key) is None
+    s = resp_socket(srv)
+    try:
+        s.sendall(resp_command("AUTH", TOKENS["read"]) + resp_command("GET", key))
+        wait_for_metric(srv, "kcache_lease_waiters 1", 10, "the GET did not start waiting")
+        s.sendall(resp_command("PING") + resp_command("ECHO", "after"))  # while the GET waits
+        time.sleep(0.3)
+        assert "kcache_lease_waiters 1" in srv.get("/metrics").body.decode()  # a live client still waits
+        assert compiler.set(key, b"compiled")
+        want = b"+OK\r\n$8\r\ncompiled\r\n+PONG\r\n$5\r\nafter\r\n"
+        got = b""
+        s.settimeout(10)
+        while len(got) < len(want):
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        assert got == want
+    finally:
+        s.close()
