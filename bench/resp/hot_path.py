@@ -160,7 +160,7 @@ def report(res: dict) -> str:
          "## RESP: unpipelined GET of one stored value", "",
          f"`redis-benchmark -t get -P 1 -c 32 -n {m['resp_gets_per_run']}` (after a `SET` of the value and a "
          "warm-up run). Since 00b8417 kcache answers a value read before from its hot tier on the connection's "
-         "strand (server/resp/resp_hot.hpp); before, every GET hopped to its blocking pool and back. Target: **{TARGET_RESP}x** of redis-server's rate "
+         f"strand (server/resp/resp_hot.hpp); before, every GET hopped to its blocking pool and back. Target: **{TARGET_RESP}x** of redis-server's rate "
          "(before the rewrite, bench/resp/REPORT.md of 2026-11-30: 0.39x at 100 B, 0.48x at 10 KB, memory storage).", "",
          "| value | redis-server req/s | kcache memory req/s | ÷ redis | kcache disk req/s | ÷ redis | p50 ms redis / memory / disk | p99 ms redis / memory / disk | target met (memory / disk) |",
          "|---|---:|---:|---:|---:|---:|---|---|---|"]
