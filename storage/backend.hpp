@@ -23,6 +23,8 @@
 // Thread safety: every method may be called concurrently from any thread.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -135,6 +137,25 @@ class Backend {
   virtual Result<PutOutcome> put_span(const std::string& key, std::span<const std::uint8_t> bytes,
                                       const EntryMeta& meta) {
     return put(key, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), meta);
+  }
+  // A bounded read: bytes [offset, offset + length) of the object, fewer
+  // where it ends first (empty when offset is at or past its end). For
+  // callers that need a part of an object (entry inspection reads a
+  // bundle's header and section table). Unlike get() it counts no hit,
+  // leaves last access alone and cannot hash the object: it checks only
+  // that the stored object has the size recorded for it; one that does
+  // not (a truncated file, a missing Redis chunk) is Errc::corrupt, left
+  // in place for get() or verify() to quarantine. Errc::not_found if
+  // absent. The default reads the whole object through get(), so it is
+  // correct but not bounded; disk, memory and redis override it.
+  virtual Result<std::vector<std::uint8_t>> read_range(const std::string& key, std::uint64_t offset,
+                                                       std::uint64_t length) {
+    auto all = get(key);
+    if (!all) return all.error();
+    if (offset >= all->size()) return std::vector<std::uint8_t>{};
+    auto end = offset + std::min<std::uint64_t>(length, all->size() - offset);
+    return std::vector<std::uint8_t>(all->begin() + static_cast<std::ptrdiff_t>(offset),
+                                     all->begin() + static_cast<std::ptrdiff_t>(end));
   }
   virtual Status remove(const std::string& key) = 0;  // not_found if absent
   virtual Result<ListPage> list(const ListQuery& query) = 0;

@@ -98,6 +98,25 @@ class DiskBackend final : public Backend {
     return result;
   }
 
+  // pread of the part asked for; the open descriptor keeps the inode alive
+  // if eviction unlinks it meanwhile.
+  Result<Bytes> read_range(const std::string& key, std::uint64_t offset, std::uint64_t length) override {
+    if (auto s = check_key(key); !s) return s.error();
+    std::uint64_t size;
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) return make_error(Errc::not_found, "no such object");
+      size = it->second.sc.entry.size;
+    }
+    auto bytes = disk::read_file_range(layout_.object(key), offset, length, size);
+    if (!bytes && bytes.error().code == Errc::not_found) return make_error(Errc::not_found, "no such object");
+    if (!bytes && bytes.error().code == Errc::corrupt) {
+      return make_error(Errc::corrupt, "object " + key + ": " + bytes.error().message);
+    }
+    return bytes;
+  }
+
   Status remove(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
     if (!remove_entry(key, /*skip_if_reading=*/false)) return make_error(Errc::not_found, "no such object");

@@ -3,7 +3,8 @@ to a real kcache-server: a body declared huge and never sent maps no memory
 and is cut off when it stops making progress; the bytes all uploads may
 hold at once are bounded server-wide (503, Retry-After); many leases, up to
 the lease table's cap (503 too_many_leases); concurrent /v1/stats share one
-scan of the store; whole-object entry inspections run two at a time. A
+scan of the store; entry inspections run two at a time and read a
+bundle's header, manifest and section table, never its data. A
 legitimate upload and GETs keep working throughout."""
 
 from __future__ import annotations
@@ -185,9 +186,9 @@ def test_concurrent_stats_share_one_scan_of_the_store(start_server):
 
 
 def test_entry_inspections_are_a_few_at_a_time(start_server):
-    # GET /v1/entries/{key} reads and checks a whole object. Before, any
-    # number ran at once (each holding a copy of the object); now two, and
-    # the rest are 503 busy with Retry-After.
+    # GET /v1/entries/{key} once read and checked a whole object (now its
+    # headers only). Before, any number ran at once (each holding a copy of
+    # the object); now two, and the rest are 503 busy with Retry-After.
     srv = start_server(args=["--max-body-bytes", "128M"])
     key = new_key()
     bundle = make_bundle(key, payload=os.urandom(48 * MIB))
@@ -207,3 +208,51 @@ def test_entry_inspections_are_a_few_at_a_time(start_server):
     assert all(a[1] == "1" and a[2] == "busy" for a in busy), answers
     assert srv.get(f"/v1/entries/{key}").json()["manifest"]["key"] == key  # alone: answered
     assert srv.get("/healthz").status == 200
+
+
+def bytes_read(srv) -> int:
+    """What the server has read with read()/pread() so far (rchar: page-cache hits count too)."""
+    for line in open(f"/proc/{srv.proc.pid}/io"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")
+
+
+def test_an_entry_inspection_reads_only_the_bundle_header_and_table(start_server, tmp_path):
+    # Before: GET /v1/entries/{key} read the whole object (64 MiB here) to
+    # summarize its header, manifest and section table. Now storage reads
+    # those parts by range (pread on disk), the section data never.
+    srv = start_server(args=["--max-body-bytes", "128M"], storage=f"disk:{tmp_path / 'store'}")
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(64 * MIB))
+    assert srv.put_artifact(key, bundle).status == 201
+    before = bytes_read(srv)
+    r = srv.get(f"/v1/entries/{key}", timeout=60)
+    read = bytes_read(srv) - before
+    assert r.status == 200, r.body
+    print(f"\ninspection of a {len(bundle)}-byte entry read {read} bytes")
+    assert read < 256 * 1024, read
+    body = r.json()
+    assert body["manifest"]["key"] == key and body["entry"]["size"] == len(bundle)
+    assert [s["name"] for s in body["bundle"]["sections"]] == ["mega_cache"]
+    assert body["bundle"]["total_bytes"] == len(bundle) and body["bundle"]["digest"] == bundle[-32:].hex()
+    assert body["bundle"]["digest_checked"] is False
+    assert body["entry"]["hits"] == 0 and srv.get(f"/v1/artifacts/{key}").body == bundle
+
+
+def test_an_inspection_of_a_truncated_stored_object_says_so(start_server, tmp_path):
+    # The stored file cut short behind the server's back: the inspection
+    # names the defect (corrupt, sizes), and a GET then quarantines it.
+    store = tmp_path / "store"
+    srv = start_server(storage=f"disk:{store}")
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(100_000))
+    assert srv.put_artifact(key, bundle).status == 201
+    path = store / "objects" / key[:2] / key
+    os.truncate(path, 5000)
+    r = srv.get(f"/v1/entries/{key}")
+    assert r.status == 200, r.body
+    body = r.json()
+    assert body["bundle"] is None and body["bundle_error"]["error"] == "corrupt", body
+    assert "5000 bytes" in body["bundle_error"]["message"], body
+    assert srv.get(f"/v1/artifacts/{key}").status == 404
