@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -73,6 +74,15 @@ struct ListQuery {
 struct ListPage {
   std::vector<Entry> entries;
   std::string next_cursor;  // empty when there are no more
+};
+
+// Totals of one target or mode (/v1/stats' breakdown).
+struct Tally {
+  std::uint64_t entries = 0, bytes = 0, hits = 0;
+};
+
+struct Breakdown {
+  std::map<std::string, Tally> by_target, by_mode;
 };
 
 struct Usage {
@@ -167,6 +177,10 @@ class Backend {
   virtual Status ping() = 0;
   // "memory", "disk", "redis".
   virtual std::string name() const = 0;
+  // Per-target and per-mode totals kept as entries are stored, removed,
+  // evicted and read (memory, disk: O(targets + modes)); nullopt where the
+  // backend keeps none (redis), whose callers scan list() instead.
+  virtual std::optional<Breakdown> breakdown() { return std::nullopt; }
   // The Cluster router's counters; nullopt for every other backend.
   virtual std::optional<ClusterCounts> cluster_counts() const { return std::nullopt; }
 };

@@ -5,6 +5,8 @@
 #include <mutex>
 
 #include "storage/entry_query.hpp"
+#include "storage/index_page.hpp"
+#include "storage/tally_book.hpp"
 
 namespace kcache::storage {
 namespace {
@@ -24,6 +26,7 @@ class MemoryBackend final : public Backend {
       if (it == objects_.end()) return make_error(Errc::not_found, "no such object");
       it->second.entry.last_access_ms = now_ms();
       it->second.entry.hits++;
+      tallies_.hit(it->second.entry);
       data = it->second.data;
     }
     return Bytes(*data);
@@ -68,6 +71,7 @@ class MemoryBackend final : public Backend {
     slot.entry.size = bytes.size();
     slot.entry.created_ms = slot.entry.last_access_ms = now_ms();
     bytes_ += bytes.size();
+    tallies_.add(slot.entry);
     objects_.emplace(key, std::move(slot));
     return PutOutcome::stored;
   }
@@ -79,7 +83,10 @@ class MemoryBackend final : public Backend {
     return Ok{};
   }
 
-  Result<ListPage> list(const ListQuery& query) override { return make_page(snapshot(), query); }
+  Result<ListPage> list(const ListQuery& query) override {
+    std::lock_guard lock(mu_);
+    return page_of_index(objects_, query, [](const Slot& slot) -> const Entry& { return slot.entry; });
+  }
 
   Result<Usage> usage() override {
     std::lock_guard lock(mu_);
@@ -115,6 +122,11 @@ class MemoryBackend final : public Backend {
     return report;
   }
 
+  std::optional<Breakdown> breakdown() override {
+    std::lock_guard lock(mu_);
+    return tallies_.totals();
+  }
+
   Status ping() override { return Ok{}; }
   std::string name() const override { return "memory"; }
 
@@ -142,6 +154,7 @@ class MemoryBackend final : public Backend {
     auto it = objects_.find(key);
     if (it == objects_.end()) return false;
     bytes_ -= it->second.entry.size;
+    tallies_.remove(it->second.entry);
     objects_.erase(it);
     return true;
   }
@@ -160,6 +173,7 @@ class MemoryBackend final : public Backend {
   std::mutex mu_;
   std::map<std::string, Slot> objects_;  // GUARDED_BY(mu_)
   std::uint64_t bytes_ = 0;              // GUARDED_BY(mu_)
+  TallyBook tallies_;                    // GUARDED_BY(mu_)
 };
 
 }  // namespace

@@ -72,11 +72,10 @@ asio::awaitable<Response> metrics(Services& s) {
                           "text/plain; version=0.0.4; charset=utf-8");
 }
 
-struct Tally {
-  std::uint64_t entries = 0, bytes = 0, hits = 0;
-};
+using storage::Tally;
 
-// The per-target and per-mode breakdown: a scan of the whole store.
+// The per-target and per-mode breakdown: the backend's own counters
+// (memory, disk), else a scan of the whole store (redis).
 struct Breakdown {
   std::map<std::string, Tally> by_target, by_mode;
   bool truncated = false;
@@ -161,10 +160,18 @@ asio::awaitable<Response> stats(Services& s) {
     Result<storage::Usage> usage;
     std::shared_ptr<const Breakdown> breakdown;
     LeaseCounters leases;
+    std::optional<storage::Breakdown> kept;  // the backend's counters, where it keeps them
   };
-  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters()}; };
+  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters(), s.backend.breakdown()}; };
   auto scan = co_await run_blocking(s.pool, scan_job);
-  scan.breakdown = co_await shared_breakdown(s);
+  if (scan.kept) {
+    auto b = std::make_shared<Breakdown>();
+    b->by_target = std::move(scan.kept->by_target);
+    b->by_mode = std::move(scan.kept->by_mode);
+    scan.breakdown = std::move(b);
+  } else {
+    scan.breakdown = co_await shared_breakdown(s);
+  }
   if (!scan.usage) s.metrics.storage_error("usage");
   if (scan.breakdown->error) s.metrics.storage_error("list");
   Gauges g = sample_gauges(s, scan.usage, scan.leases);

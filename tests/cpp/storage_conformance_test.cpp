@@ -209,6 +209,57 @@ TEST_P(StorageConformance, ReadRangeOfATruncatedObjectIsCorrupt) {
   EXPECT_EQ(backend_->read_range(k, 0, 24).error().code, Errc::not_found);
 }
 
+// breakdown(): per-target and per-mode counters that follow put, get,
+// remove and evict exactly as a scan of list() would (memory, disk); redis
+// keeps none and says so.
+TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
+  if (GetParam() == "redis" || GetParam() == "redis-cluster") {
+    EXPECT_FALSE(backend_->breakdown().has_value());
+    return;
+  }
+  std::string a = make_key("bd-a"), b = make_key("bd-b"), c = make_key("bd-c");
+  put_ok(a, make_bytes(100, 1), meta("x", "cpu", "default"));
+  put_ok(b, make_bytes(200, 2), meta("x", "cpu", "aoti"));
+  put_ok(c, make_bytes(300, 3), meta("x", "cuda:sm_90", "default"));
+  ASSERT_TRUE(backend_->get(a).ok());
+  ASSERT_TRUE(backend_->get(a).ok());
+  auto scan = [&] {
+    Breakdown out;
+    for (const Entry& e : backend_->list({})->entries) {
+      for (Tally* t : {&out.by_target[e.meta.target], &out.by_mode[e.meta.mode]}) {
+        t->entries++;
+        t->bytes += e.size;
+        t->hits += e.hits;
+      }
+    }
+    return out;
+  };
+  auto same = [&](const char* when) {
+    auto kept = backend_->breakdown();
+    ASSERT_TRUE(kept.has_value());
+    auto want = scan();
+    for (const auto& pair : {std::make_pair(&kept->by_target, &want.by_target), std::make_pair(&kept->by_mode, &want.by_mode)}) {
+      ASSERT_EQ(pair.first->size(), pair.second->size()) << when;
+      for (const auto& [name, t] : *pair.second) {
+        const Tally& k = pair.first->at(name);
+        EXPECT_EQ(k.entries, t.entries) << when << " " << name;
+        EXPECT_EQ(k.bytes, t.bytes) << when << " " << name;
+        EXPECT_EQ(k.hits, t.hits) << when << " " << name;
+      }
+    }
+  };
+  same("after puts and gets");
+  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").entries, 2u);
+  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").hits, 2u);
+  ASSERT_TRUE(backend_->remove(a).ok());
+  same("after a remove");
+  EvictPolicy p;
+  p.target = "cuda:sm_90";
+  ASSERT_TRUE(backend_->evict(p).ok());
+  same("after an evict");
+  EXPECT_EQ(backend_->breakdown()->by_target.count("cuda:sm_90"), 0u);
+}
+
 // put_span (a spooled upload's mapping): stores exactly the span's bytes,
 // with put()'s first-writer-wins and key checks; the first read (hashed on
 // disk) proves the recorded digest is the bytes'.

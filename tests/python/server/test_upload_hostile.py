@@ -256,3 +256,58 @@ def test_an_inspection_of_a_truncated_stored_object_says_so(start_server, tmp_pa
     assert body["bundle"] is None and body["bundle_error"]["error"] == "corrupt", body
     assert "5000 bytes" in body["bundle_error"]["message"], body
     assert srv.get(f"/v1/artifacts/{key}").status == 404
+
+
+def entries_copied(srv) -> int:
+    for line in srv.get("/metrics").body.decode().splitlines():
+        if line.startswith("kcache_storage_list_entries_copied_total "):
+            return int(line.split()[1])
+    raise AssertionError("no kcache_storage_list_entries_copied_total in /metrics")
+
+
+def test_paging_and_stats_copy_no_whole_index(start_server):
+    # Before: every GET /v1/entries page copied (and sorted) the whole
+    # index, so paging through n entries copied n × n / limit of them, and
+    # /v1/stats scanned every entry for its breakdown. Now a page copies
+    # the limit + 1 entries it needs (key order: from the cursor on; other
+    # orders: one pass keeping a bounded heap of pointers), and the
+    # breakdown comes from counters the store keeps on put/remove/get.
+    import redis
+
+    n, limit = 40000, 1000
+    srv = start_server(args=["--resp-listen", "127.0.0.1:0"])
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    for base in range(0, n, 5000):
+        p = r.pipeline(transaction=False)
+        for i in range(base, base + 5000):
+            p.set(f"fill:{i}", b"v" * (i % 7 + 1))
+        p.execute()
+    c0 = entries_copied(srv)
+    stats = srv.get("/v1/stats").json()
+    assert stats["storage"]["entries"] == n
+    assert stats["by_mode"]["resp"]["entries"] == n and not stats["breakdown_truncated"], stats["by_mode"]
+    assert entries_copied(srv) == c0, "the stats breakdown scanned the index"
+
+    for sort in ("key", "size"):
+        for order in ("asc", "desc"):
+            c0 = entries_copied(srv)
+            seen, cursor, pages = [], None, 0
+            while True:
+                q = f"/v1/entries?limit={limit}&sort={sort}&order={order}" + (f"&cursor={cursor}" if cursor else "")
+                page = srv.get(q).json()
+                seen += [(e["size"], e["key"]) if sort == "size" else e["key"] for e in page["entries"]]
+                pages += 1
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
+            copied = entries_copied(srv) - c0
+            print(f"\nsort={sort} order={order}: {pages} pages, {copied} entries copied")
+            assert len(seen) == n and len(set(seen)) == n
+            assert seen == sorted(seen, reverse=order == "desc")
+            assert copied <= pages * (limit + 1), (sort, order, pages, copied)
+    # Removing and reading move the counters, as the scan saw them.
+    r.delete("fill:0", "fill:1")
+    r.get("fill:2")
+    stats = srv.get("/v1/stats").json()
+    assert stats["by_mode"]["resp"]["entries"] == n - 2 == stats["storage"]["entries"]
+    assert stats["by_mode"]["resp"]["hits"] >= 1
