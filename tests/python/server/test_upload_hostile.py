@@ -15,6 +15,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from server_harness import make_bundle, new_key, read_until_quiet, status_of
 from test_resp_hostile import closed_by_server
 
@@ -124,12 +126,31 @@ def test_many_leases_keep_the_server_answering_and_all_expire(start_server):
     assert srv.put_artifact(key, bundle).status == 201 and srv.get(f"/v1/artifacts/{key}").body == bundle
 
 
-def test_the_lease_table_is_capped(start_server):
+@pytest.fixture(params=["memory", "redis", "redis-cluster"])
+def lease_storage(request, tmp_path):
+    """The --storage URI of each lease table: in-process, Redis, Redis Cluster."""
+    if request.param == "memory":
+        yield "memory:"
+    elif request.param == "redis":
+        yield request.getfixturevalue("redis_url")
+    else:
+        from cluster_harness import REDIS_CLI, RedisCluster
+
+        if REDIS_CLI is None:
+            pytest.skip("redis-cli not installed")
+        c = RedisCluster(tmp_path / "cluster", replicas=0)
+        yield c.url()
+        c.stop()
+
+
+def test_the_lease_table_is_capped(start_server, lease_storage):
     # Before: nothing bounded the in-process lease table but the TTL — a
     # writer taking leases on fresh keys faster than they expire grew it
-    # without limit. Past --max-leases a new lease is 503 too_many_leases;
-    # the leases already held are untouched, and one released makes room.
-    srv = start_server(args=["--max-leases", "20", "--lease-ttl-ms", "60000"])
+    # without limit — and on Redis storage the shared leases were Redis keys
+    # bounded only by maxmemory. Past --max-leases a new lease is 503
+    # too_many_leases; the leases already held are untouched, and one
+    # released makes room.
+    srv = start_server(args=["--max-leases", "20", "--lease-ttl-ms", "60000"], storage=lease_storage)
     held = {}
     for _ in range(20):
         key = new_key()
@@ -149,6 +170,21 @@ def test_the_lease_table_is_capped(start_server):
     bundle = make_bundle(fresh)
     assert srv.put_artifact(fresh, bundle).status == 201 and srv.get(f"/v1/artifacts/{fresh}").body == bundle
     assert srv.get("/healthz").status == 200
+
+
+def test_expired_leases_make_room_at_the_cap(start_server, lease_storage):
+    # At the cap, leases that ran out count no more: the next acquire drops
+    # them (in Redis, from the shared live set) and is granted, with no
+    # release by anyone.
+    srv = start_server(args=["--max-leases", "5", "--lease-ttl-ms", "1000"], storage=lease_storage)
+    for _ in range(5):
+        assert srv.request("POST", f"/v1/leases/{new_key()}").status == 201
+    deadline = time.monotonic() + 30
+    while (r := srv.request("POST", f"/v1/leases/{new_key()}")).status != 201:
+        assert r.status == 503 and r.json()["error"] == "too_many_leases", (r.status, r.body)
+        assert time.monotonic() < deadline, "expired leases never made room"
+        time.sleep(0.2)
+    assert srv.get("/v1/stats").json()["leases"]["expired"] >= 1
 
 
 def cpu_seconds(srv) -> float:
