@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -93,7 +94,15 @@ struct BundleSummary {
   std::optional<std::string> signer_key_id;  // unverified
   std::string digest_hex;
   std::uint64_t total_bytes = 0;
+  // True when the SHA-256 trailer was recomputed over the bundle
+  // (inspect_bundle); false when it is only the trailer as stored
+  // (inspect_bundle_ranges, which never reads the section data).
+  bool trailer_checked = false;
 };
+
+// Reads `length` bytes at `offset` of the bundle (fewer only where it ends).
+using RangeReader =
+    std::function<Result<std::vector<std::uint8_t>>(std::uint64_t offset, std::uint64_t length)>;
 
 // zstd_level must be in 1..19 (higher levels need windows readers refuse).
 Result<std::vector<std::uint8_t>> write_bundle(const nlohmann::json& manifest,
@@ -105,6 +114,15 @@ Result<Bundle> read_bundle(std::span<const std::uint8_t> bytes, const ReadOption
 
 Result<BundleSummary> inspect_bundle(std::span<const std::uint8_t> bytes,
                                      const ReadLimits& limits = {});
+
+// inspect_bundle() of a bundle of `size` bytes that is read through `read`,
+// a part at a time: the header, the manifest, each section's header (data
+// skipped) and the trailer; the same structure and limit checks and errors,
+// except that the trailer is not recomputed (that needs every byte), so
+// trailer_checked is false. Reads at most 28 + manifest + 4 + 4 KiB per
+// section + 104 bytes, whatever the sections hold (artifact/bundle_peek.cpp).
+Result<BundleSummary> inspect_bundle_ranges(std::uint64_t size, const RangeReader& read,
+                                            const ReadLimits& limits = {});
 
 // True when `key` is 64 lowercase hex characters.
 bool is_cache_key_hex(std::string_view key);

@@ -109,23 +109,6 @@ Status check_signature(const Frame& f, const ReadOptions& opts, bool& verified) 
   return Ok{};
 }
 
-Result<nlohmann::json> parse_manifest(Bytes text) {
-  // Parsing is iterative in nlohmann::json and exceptions are off, so
-  // hostile text yields a discarded value, not a throw or deep recursion.
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                           /*allow_exceptions=*/false);
-  if (j.is_discarded()) return make_error(Errc::corrupt, "manifest is not valid JSON");
-  if (!j.is_object()) return make_error(Errc::corrupt, "manifest is not a JSON object");
-  if (!depth_at_most(j, k_max_manifest_depth)) {
-    return make_error(Errc::corrupt, "manifest nests too deeply");
-  }
-  auto key = j.find("key");
-  if (key == j.end() || !key->is_string() || !is_lower_hex64(key->get_ref<const std::string&>())) {
-    return make_error(Errc::corrupt, "manifest has no 64-hex \"key\"");
-  }
-  return j;
-}
-
 Result<Body> parse_body(const Frame& f, const ReadLimits& limits) {
   ByteCursor c(f.body.subspan(k_header_size));
   Body body;
@@ -233,6 +216,7 @@ Result<BundleSummary> inspect_bundle(std::span<const std::uint8_t> bytes, const 
   }
   if (frame->is_signed) out.signer_key_id = to_hex(frame->key_id);
   out.digest_hex = to_hex(frame->trailer);
+  out.trailer_checked = true;
   return out;
 }
 

@@ -3,11 +3,14 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "artifact/bundle_format.hpp"
+#include "common/result.hpp"
 
 namespace kcache::artifact::detail {
 
@@ -35,6 +38,21 @@ inline bool depth_at_most(const nlohmann::json& j, int limit) {
     if (!depth_at_most(child, limit - 1)) return false;
   }
   return true;
+}
+
+// The manifest's JSON text: an object, not too deep, with a 64-hex "key".
+// Parsing is iterative in nlohmann::json and exceptions are off, so hostile
+// text yields a discarded value, not a throw or deep recursion.
+inline Result<nlohmann::json> parse_manifest(std::span<const std::uint8_t> text) {
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return make_error(Errc::corrupt, "manifest is not valid JSON");
+  if (!j.is_object()) return make_error(Errc::corrupt, "manifest is not a JSON object");
+  if (!depth_at_most(j, k_max_manifest_depth)) return make_error(Errc::corrupt, "manifest nests too deeply");
+  auto key = j.find("key");
+  if (key == j.end() || !key->is_string() || !is_lower_hex64(key->get_ref<const std::string&>())) {
+    return make_error(Errc::corrupt, "manifest has no 64-hex \"key\"");
+  }
+  return j;
 }
 
 }  // namespace kcache::artifact::detail

@@ -182,7 +182,8 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
        "RESP key prefixes with single-flight, comma-separated [pt2:fx-graph,triton:]", {}},
       {"max-leases", "KCACHE_MAX_LEASES",
-       "live leases held at once in this process, and RESP single-flight windows (each) [100000]", {}},
+       "live leases held at once (in this process, or shared in Redis with Redis storage), and RESP "
+       "single-flight windows (each) [100000]", {}},
       {"resp-max-expiries", "KCACHE_RESP_MAX_EXPIRIES",
        "RESP keys with an expiry remembered at once; a SET EX/PX past it is refused [1000000]", {}},
   };

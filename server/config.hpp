@@ -109,8 +109,9 @@ struct ServerConfig {
   // for its SET (0: off).
   std::uint64_t resp_flight_window_ms = 60'000;
   std::vector<std::string> resp_flight_prefixes = {"pt2:fx-graph", "triton:"};
-  // Live leases held at once in this process (with disk: or memory:
-  // storage; Redis keeps shared leases with their TTL), and, separately, RESP
+  // Live leases held at once: in this process with disk: or memory:
+  // storage; in the shared live set with Redis storage (every replica
+  // applies its own value to that one set), and, separately, RESP
   // single-flight windows: past it a lease is 503 too_many_leases and a
   // GET miss opens no window.
   std::uint64_t max_leases = 100'000;

@@ -1,5 +1,7 @@
 #include "server/metrics.hpp"
 
+#include "storage/entry_query.hpp"
+
 #include <array>
 #include <charconv>
 
@@ -191,6 +193,9 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
   out += "kcache_uploads_total{outcome=\"rejected\"} " + std::to_string(load(puts_rejected)) + "\n";
   scalar(out, "kcache_received_bytes_total", "counter", "Request body bytes received.", bytes_in());
   scalar(out, "kcache_sent_bytes_total", "counter", "Response body bytes sent.", bytes_out());
+  scalar(out, "kcache_storage_list_entries_copied_total", "counter",
+         "Index entries copied out of storage to answer listings (GET /v1/entries, the /v1/stats scan).",
+         storage::index_entries_copied());
   scalar(out, "kcache_evictions_total", "counter", "Entries evicted through POST /v1/evict.", load(evicted_entries));
   scalar(out, "kcache_evicted_bytes_total", "counter", "Bytes evicted through POST /v1/evict.", load(evicted_bytes));
   scalar(out, "kcache_verify_corrupt_total", "counter", "Corrupt objects found by POST /v1/verify.", load(verify_corrupt));

@@ -130,7 +130,7 @@ struct Server::Impl {
         config.storage.rfind("redis://", 0) == 0 || config.storage.rfind("redis-cluster://", 0) == 0;
     if (shared_redis) {
       // Replicas: leases and landings go through the same Redis (or Cluster) as storage.
-      auto parts = make_redis_replica_parts(config.storage, config.lease_ttl_ms, waiters);
+      auto parts = make_redis_replica_parts(config.storage, config.lease_ttl_ms, config.max_leases, waiters);
       if (!parts) throw std::runtime_error("cannot open the Redis lease table: " + parts.error().message);
       leases = std::move(parts->leases);
       landings = std::move(parts->landings);

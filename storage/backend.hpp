@@ -23,8 +23,11 @@
 // Thread safety: every method may be called concurrently from any thread.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -71,6 +74,15 @@ struct ListQuery {
 struct ListPage {
   std::vector<Entry> entries;
   std::string next_cursor;  // empty when there are no more
+};
+
+// Totals of one target or mode (/v1/stats' breakdown).
+struct Tally {
+  std::uint64_t entries = 0, bytes = 0, hits = 0;
+};
+
+struct Breakdown {
+  std::map<std::string, Tally> by_target, by_mode;
 };
 
 struct Usage {
@@ -136,6 +148,25 @@ class Backend {
                                       const EntryMeta& meta) {
     return put(key, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), meta);
   }
+  // A bounded read: bytes [offset, offset + length) of the object, fewer
+  // where it ends first (empty when offset is at or past its end). For
+  // callers that need a part of an object (entry inspection reads a
+  // bundle's header and section table). Unlike get() it counts no hit,
+  // leaves last access alone and cannot hash the object: it checks only
+  // that the stored object has the size recorded for it; one that does
+  // not (a truncated file, a missing Redis chunk) is Errc::corrupt, left
+  // in place for get() or verify() to quarantine. Errc::not_found if
+  // absent. The default reads the whole object through get(), so it is
+  // correct but not bounded; disk, memory and redis override it.
+  virtual Result<std::vector<std::uint8_t>> read_range(const std::string& key, std::uint64_t offset,
+                                                       std::uint64_t length) {
+    auto all = get(key);
+    if (!all) return all.error();
+    if (offset >= all->size()) return std::vector<std::uint8_t>{};
+    auto end = offset + std::min<std::uint64_t>(length, all->size() - offset);
+    return std::vector<std::uint8_t>(all->begin() + static_cast<std::ptrdiff_t>(offset),
+                                     all->begin() + static_cast<std::ptrdiff_t>(end));
+  }
   virtual Status remove(const std::string& key) = 0;  // not_found if absent
   virtual Result<ListPage> list(const ListQuery& query) = 0;
   virtual Result<Usage> usage() = 0;
@@ -146,6 +177,10 @@ class Backend {
   virtual Status ping() = 0;
   // "memory", "disk", "redis".
   virtual std::string name() const = 0;
+  // Per-target and per-mode totals kept as entries are stored, removed,
+  // evicted and read (memory, disk: O(targets + modes)); nullopt where the
+  // backend keeps none (redis), whose callers scan list() instead.
+  virtual std::optional<Breakdown> breakdown() { return std::nullopt; }
   // The Cluster router's counters; nullopt for every other backend.
   virtual std::optional<ClusterCounts> cluster_counts() const { return std::nullopt; }
 };

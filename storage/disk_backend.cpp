@@ -16,6 +16,8 @@
 #include "storage/disk_files.hpp"
 #include "storage/disk_rebuild.hpp"
 #include "storage/entry_query.hpp"
+#include "storage/index_page.hpp"
+#include "storage/tally_book.hpp"
 
 namespace kcache::storage {
 namespace {
@@ -36,6 +38,7 @@ class DiskBackend final : public Backend {
       : opts_(std::move(opts)), layout_{opts_.root}, lock_fd_(lock_fd) {
     for (auto& sc : loaded) {
       bytes_ += sc.entry.size;
+      tallies_.add(sc.entry);
       std::string key = sc.entry.key;
       index_.emplace(std::move(key), Record{std::move(sc), ++generations_});
     }
@@ -61,6 +64,7 @@ class DiskBackend final : public Backend {
     if (auto it = index_.find(key); it != index_.end()) {
       it->second.sc.entry.last_access_ms = now_ms();
       it->second.sc.entry.hits++;
+      tallies_.hit(it->second.sc.entry);
       it->second.stats_dirty = true;
     }
     return bytes;
@@ -98,13 +102,35 @@ class DiskBackend final : public Backend {
     return result;
   }
 
+  // pread of the part asked for; the open descriptor keeps the inode alive
+  // if eviction unlinks it meanwhile.
+  Result<Bytes> read_range(const std::string& key, std::uint64_t offset, std::uint64_t length) override {
+    if (auto s = check_key(key); !s) return s.error();
+    std::uint64_t size;
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it == index_.end()) return make_error(Errc::not_found, "no such object");
+      size = it->second.sc.entry.size;
+    }
+    auto bytes = disk::read_file_range(layout_.object(key), offset, length, size);
+    if (!bytes && bytes.error().code == Errc::not_found) return make_error(Errc::not_found, "no such object");
+    if (!bytes && bytes.error().code == Errc::corrupt) {
+      return make_error(Errc::corrupt, "object " + key + ": " + bytes.error().message);
+    }
+    return bytes;
+  }
+
   Status remove(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
     if (!remove_entry(key, /*skip_if_reading=*/false)) return make_error(Errc::not_found, "no such object");
     return Ok{};
   }
 
-  Result<ListPage> list(const ListQuery& query) override { return make_page(snapshot(false), query); }
+  Result<ListPage> list(const ListQuery& query) override {
+    std::lock_guard lock(mu_);
+    return page_of_index(index_, query, [](const Record& rec) -> const Entry& { return rec.sc.entry; });
+  }
 
   Result<Usage> usage() override {
     std::lock_guard lock(mu_);
@@ -148,6 +174,11 @@ class DiskBackend final : public Backend {
   }
 
   std::string name() const override { return "disk"; }
+
+  std::optional<Breakdown> breakdown() override {
+    std::lock_guard lock(mu_);
+    return tallies_.totals();
+  }
 
  private:
   // REQUIRES: the caller holds `key` in busy_ and it is absent from index_.
@@ -204,6 +235,7 @@ class DiskBackend final : public Backend {
     }
     std::lock_guard lock(mu_);
     bytes_ += sc.entry.size;
+    tallies_.add(sc.entry);
     index_.emplace(key, Record{std::move(sc), ++generations_, /*verified=*/false});
     return PutOutcome::stored;
   }
@@ -278,6 +310,7 @@ class DiskBackend final : public Backend {
     if (skip_if_reading && readers_.count(key) != 0) return std::nullopt;
     std::uint64_t size = it->second.sc.entry.size;
     bytes_ -= size;
+    tallies_.remove(it->second.sc.entry);
     index_.erase(it);
     busy_.insert(key);
     return size;
@@ -400,6 +433,7 @@ class DiskBackend final : public Backend {
   std::map<std::string, int> readers_;    // GUARDED_BY(mu_): reads in progress
   std::set<std::string> busy_;            // GUARDED_BY(mu_): keys whose files are changing
   std::uint64_t bytes_ = 0;               // GUARDED_BY(mu_)
+  TallyBook tallies_;                     // GUARDED_BY(mu_): by target and mode
   bool stopping_ = false;                 // GUARDED_BY(mu_)
   std::uint64_t generations_ = 0;         // GUARDED_BY(mu_) (and the constructor)
   std::thread worker_;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -85,6 +86,40 @@ Result<std::vector<std::uint8_t>> read_file(const std::string& path) {
       int err = n < 0 ? errno : EIO;
       ::close(fd);
       return errno_error("read " + path, err);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return out;
+}
+
+Result<std::vector<std::uint8_t>> read_file_range(const std::string& path, std::uint64_t offset,
+                                                  std::uint64_t length, std::uint64_t expected_size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_error("open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return errno_error("stat " + path, err);
+  }
+  auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size != expected_size) {
+    ::close(fd);
+    return make_error(Errc::corrupt, path + " holds " + std::to_string(size) + " bytes, its sidecar says " +
+                                         std::to_string(expected_size));
+  }
+  std::uint64_t want = offset >= size ? 0 : std::min(length, size - offset);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(want));
+  std::size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      if (n == 0) return make_error(Errc::corrupt, path + " ended while being read");
+      return errno_error("pread " + path, err);
     }
     done += static_cast<std::size_t>(n);
   }

@@ -31,6 +31,12 @@ Status sync_filesystem(const std::string& path);
 // the inode lives until its last descriptor closes.
 Result<std::vector<std::uint8_t>> read_file(const std::string& path);
 
+// Reads bytes [offset, offset + length) of the file with pread(), fewer
+// where it ends. Errc::corrupt when the file's size is not expected_size
+// (a truncated or grown object), before reading anything.
+Result<std::vector<std::uint8_t>> read_file_range(const std::string& path, std::uint64_t offset,
+                                                  std::uint64_t length, std::uint64_t expected_size);
+
 Status make_dir(const std::string& path);  // ok if it exists
 
 // Names in `dir` (no "." or ".."); empty on error.

@@ -1,6 +1,7 @@
 #include "storage/entry_query.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <tuple>
@@ -48,13 +49,6 @@ struct Position {
   std::string key;
 };
 
-// True if a comes before b in the query's order.
-bool before(const Position& a, const Position& b, bool descending) {
-  auto ta = std::tie(a.value, a.key);
-  auto tb = std::tie(b.value, b.key);
-  return descending ? tb < ta : ta < tb;
-}
-
 Result<Position> parse_cursor(const std::string& cursor, SortBy by) {
   Position p;
   std::string_view rest = cursor;
@@ -78,31 +72,51 @@ std::string make_cursor(const Entry& e, SortBy by) {
   return std::to_string(sort_value(e, by)) + "/" + e.key;
 }
 
+std::atomic<std::uint64_t> g_entries_copied{0};
+
 }  // namespace
 
-Result<ListPage> make_page(std::vector<Entry> all, const ListQuery& q) {
-  std::optional<Position> after;
-  if (!q.cursor.empty()) {
-    auto c = parse_cursor(q.cursor, q.sort);
-    if (!c) return c.error();
-    after = std::move(c.value());
-  }
-  std::erase_if(all, [&](const Entry& e) {
-    if (!matches(e, q)) return true;
-    return after && !before(*after, Position{sort_value(e, q.sort), e.key}, q.descending);
-  });
-  std::sort(all.begin(), all.end(), [&](const Entry& a, const Entry& b) {
-    return before(Position{sort_value(a, q.sort), a.key}, Position{sort_value(b, q.sort), b.key},
-                  q.descending);
-  });
+void note_entries_copied(std::uint64_t n) { g_entries_copied.fetch_add(n, std::memory_order_relaxed); }
+std::uint64_t index_entries_copied() { return g_entries_copied.load(std::memory_order_relaxed); }
+
+Result<std::optional<ListPosition>> parse_list_cursor(const ListQuery& q) {
+  if (q.cursor.empty()) return std::optional<ListPosition>{};
+  auto c = parse_cursor(q.cursor, q.sort);
+  if (!c) return c.error();
+  return std::optional<ListPosition>(ListPosition{c->value, std::move(c->key)});
+}
+
+// (value, key) comparisons without copying keys.
+bool before_at(std::int64_t av, const std::string& ak, std::int64_t bv, const std::string& bk, bool descending) {
+  return descending ? std::tie(bv, bk) < std::tie(av, ak) : std::tie(av, ak) < std::tie(bv, bk);
+}
+
+bool list_before(const Entry& a, const Entry& b, const ListQuery& q) {
+  return before_at(sort_value(a, q.sort), a.key, sort_value(b, q.sort), b.key, q.descending);
+}
+
+bool after_cursor(const ListPosition& cursor, const Entry& e, const ListQuery& q) {
+  return before_at(cursor.value, cursor.key, sort_value(e, q.sort), e.key, q.descending);
+}
+
+ListPage finish_page(std::vector<Entry> sorted, const ListQuery& q) {
   ListPage page;
   std::size_t limit = q.limit == 0 ? 1 : q.limit;
-  if (all.size() > limit) {
-    all.resize(limit);
-    page.next_cursor = make_cursor(all.back(), q.sort);
+  if (sorted.size() > limit) {
+    sorted.resize(limit);
+    page.next_cursor = make_cursor(sorted.back(), q.sort);
   }
-  page.entries = std::move(all);
+  page.entries = std::move(sorted);
   return page;
+}
+
+Result<ListPage> make_page(std::vector<Entry> all, const ListQuery& q) {
+  note_entries_copied(all.size());
+  auto after = parse_list_cursor(q);
+  if (!after) return after.error();
+  std::erase_if(all, [&](const Entry& e) { return !matches(e, q) || (*after && !after_cursor(**after, e, q)); });
+  std::sort(all.begin(), all.end(), [&](const Entry& a, const Entry& b) { return list_before(a, b, q); });
+  return finish_page(std::move(all), q);
 }
 
 void sort_lru(std::vector<Entry>& entries) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,34 @@ Status check_key(const std::string& key);
 bool matches(const Entry& e, const ListQuery& q);
 
 // Filters, sorts and pages `all`. Errc::invalid_argument for a bad cursor.
+// For backends without an in-memory index (redis); the others page their
+// index in place (storage/index_page.hpp).
 Result<ListPage> make_page(std::vector<Entry> all, const ListQuery& q);
+
+// A position in a list order: (sort value, key).
+struct ListPosition {
+  std::int64_t value = 0;
+  std::string key;
+};
+
+// The query's cursor, nullopt without one; Errc::invalid_argument if bad.
+Result<std::optional<ListPosition>> parse_list_cursor(const ListQuery& q);
+
+// True if a comes before b in the query's order.
+bool list_before(const Entry& a, const Entry& b, const ListQuery& q);
+
+// True if e comes strictly after the cursor position in the query's order.
+bool after_cursor(const ListPosition& cursor, const Entry& e, const ListQuery& q);
+
+// `sorted` (in the query's order, at most limit + 1 entries after the
+// cursor) as a page: the first `limit`, and a cursor if there were more.
+ListPage finish_page(std::vector<Entry> sorted, const ListQuery& q);
+
+// Entries copied out of backends' indexes to answer list() since the
+// process started: a deterministic measure of a page's cost (/metrics
+// kcache_storage_list_entries_copied_total).
+void note_entries_copied(std::uint64_t n);
+std::uint64_t index_entries_copied();
 
 // The entries `policy` evicts out of `all`, given the backend's current
 // total bytes. Filters (target, mode, label prefix, toolchain, older_than)

@@ -1,9 +1,12 @@
 #include "storage/memory_backend.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "storage/entry_query.hpp"
+#include "storage/index_page.hpp"
+#include "storage/tally_book.hpp"
 
 namespace kcache::storage {
 namespace {
@@ -23,9 +26,25 @@ class MemoryBackend final : public Backend {
       if (it == objects_.end()) return make_error(Errc::not_found, "no such object");
       it->second.entry.last_access_ms = now_ms();
       it->second.entry.hits++;
+      tallies_.hit(it->second.entry);
       data = it->second.data;
     }
     return Bytes(*data);
+  }
+
+  // A copy of the part asked for only; no hit counted.
+  Result<Bytes> read_range(const std::string& key, std::uint64_t offset, std::uint64_t length) override {
+    if (auto s = check_key(key); !s) return s.error();
+    std::shared_ptr<const Bytes> data;
+    {
+      std::lock_guard lock(mu_);
+      auto it = objects_.find(key);
+      if (it == objects_.end()) return make_error(Errc::not_found, "no such object");
+      data = it->second.data;
+    }
+    if (offset >= data->size()) return Bytes{};
+    auto first = data->begin() + static_cast<std::ptrdiff_t>(offset);
+    return Bytes(first, first + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(length, data->size() - offset)));
   }
 
   Result<Entry> head(const std::string& key) override {
@@ -52,6 +71,7 @@ class MemoryBackend final : public Backend {
     slot.entry.size = bytes.size();
     slot.entry.created_ms = slot.entry.last_access_ms = now_ms();
     bytes_ += bytes.size();
+    tallies_.add(slot.entry);
     objects_.emplace(key, std::move(slot));
     return PutOutcome::stored;
   }
@@ -63,7 +83,10 @@ class MemoryBackend final : public Backend {
     return Ok{};
   }
 
-  Result<ListPage> list(const ListQuery& query) override { return make_page(snapshot(), query); }
+  Result<ListPage> list(const ListQuery& query) override {
+    std::lock_guard lock(mu_);
+    return page_of_index(objects_, query, [](const Slot& slot) -> const Entry& { return slot.entry; });
+  }
 
   Result<Usage> usage() override {
     std::lock_guard lock(mu_);
@@ -99,6 +122,11 @@ class MemoryBackend final : public Backend {
     return report;
   }
 
+  std::optional<Breakdown> breakdown() override {
+    std::lock_guard lock(mu_);
+    return tallies_.totals();
+  }
+
   Status ping() override { return Ok{}; }
   std::string name() const override { return "memory"; }
 
@@ -126,6 +154,7 @@ class MemoryBackend final : public Backend {
     auto it = objects_.find(key);
     if (it == objects_.end()) return false;
     bytes_ -= it->second.entry.size;
+    tallies_.remove(it->second.entry);
     objects_.erase(it);
     return true;
   }
@@ -144,6 +173,7 @@ class MemoryBackend final : public Backend {
   std::mutex mu_;
   std::map<std::string, Slot> objects_;  // GUARDED_BY(mu_)
   std::uint64_t bytes_ = 0;              // GUARDED_BY(mu_)
+  TallyBook tallies_;                    // GUARDED_BY(mu_)
 };
 
 }  // namespace

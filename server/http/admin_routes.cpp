@@ -72,11 +72,10 @@ asio::awaitable<Response> metrics(Services& s) {
                           "text/plain; version=0.0.4; charset=utf-8");
 }
 
-struct Tally {
-  std::uint64_t entries = 0, bytes = 0, hits = 0;
-};
+using storage::Tally;
 
-// The per-target and per-mode breakdown: a scan of the whole store.
+// The per-target and per-mode breakdown: the backend's own counters
+// (memory, disk), else a scan of the whole store (redis).
 struct Breakdown {
   std::map<std::string, Tally> by_target, by_mode;
   bool truncated = false;
@@ -161,10 +160,18 @@ asio::awaitable<Response> stats(Services& s) {
     Result<storage::Usage> usage;
     std::shared_ptr<const Breakdown> breakdown;
     LeaseCounters leases;
+    std::optional<storage::Breakdown> kept;  // the backend's counters, where it keeps them
   };
-  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters()}; };
+  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters(), s.backend.breakdown()}; };
   auto scan = co_await run_blocking(s.pool, scan_job);
-  scan.breakdown = co_await shared_breakdown(s);
+  if (scan.kept) {
+    auto b = std::make_shared<Breakdown>();
+    b->by_target = std::move(scan.kept->by_target);
+    b->by_mode = std::move(scan.kept->by_mode);
+    scan.breakdown = std::move(b);
+  } else {
+    scan.breakdown = co_await shared_breakdown(s);
+  }
   if (!scan.usage) s.metrics.storage_error("usage");
   if (scan.breakdown->error) s.metrics.storage_error("list");
   Gauges g = sample_gauges(s, scan.usage, scan.leases);
@@ -261,8 +268,9 @@ asio::awaitable<Response> entries(Services& s, Request& req) {
 }
 
 asio::awaitable<Response> entry(Services& s, const std::string& key) {
-  // Each of these reads and hashes a whole object (up to --max-body-bytes):
-  // a few at a time, so readers cannot make the server hold many at once.
+  // Each reads the bundle's header, manifest (up to --max-body-bytes) and
+  // section table: a few at a time, so readers cannot make the server hold
+  // many manifests at once.
   struct Slot {
     std::atomic<unsigned>& n;
     bool held;
@@ -276,13 +284,24 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     r.set("Retry-After", "1");
     co_return r;
   }
+  // The parts of the object inspection needs, read by range: never the
+  // section data, so a 1 GiB entry costs what a 1 KiB one does. The
+  // trailer is reported as stored, not recomputed (bundle.digest_checked
+  // false); GET and /v1/verify hash whole objects.
   struct Found {
     Result<storage::Entry> head;
-    std::optional<Result<std::vector<std::uint8_t>>> bytes;
+    std::optional<Result<artifact::BundleSummary>> summary;
+    std::optional<Error> storage_error;  // a read that failed for a reason other than the object's bytes
   };
   auto f_job = [&s, &key] {
-    Found out{s.backend.head(key), std::nullopt};
-    if (out.head) out.bytes = s.backend.get(key);
+    Found out{s.backend.head(key), std::nullopt, std::nullopt};
+    if (!out.head) return out;
+    artifact::RangeReader read = [&](std::uint64_t offset, std::uint64_t length) {
+      auto got = s.backend.read_range(key, offset, length);
+      if (!got && got.error().code != Errc::corrupt) out.storage_error = got.error();
+      return got;
+    };
+    out.summary = artifact::inspect_bundle_ranges(out.head->size, read);
     return out;
   };
   auto f = co_await run_blocking(s.pool, f_job);
@@ -290,13 +309,11 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     if (f.head.error().code == Errc::not_found) co_return error_response(404, "not_found", "no entry " + key);
     co_return storage_failure(s, "head", f.head.error());
   }
-  if (!*f.bytes) {
-    auto code = f.bytes->error().code;
-    if (code == Errc::not_found || code == Errc::corrupt) co_return error_response(404, "not_found", f.bytes->error().message);
-    co_return storage_failure(s, "get", f.bytes->error());
+  if (f.storage_error) {
+    if (f.storage_error->code == Errc::not_found) co_return error_response(404, "not_found", "no entry " + key);
+    co_return storage_failure(s, "read_range", *f.storage_error);
   }
-  auto summary_job = [&f] { return artifact::inspect_bundle(f.bytes->value()); };
-  auto summary = co_await run_blocking(s.pool, summary_job);
+  const auto& summary = *f.summary;
   json body = {{"entry", entry_json(*f.head)}};
   if (summary) {
     json sections = json::array();
@@ -305,6 +322,7 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
                           {"uncompressed_bytes", sec.uncompressed_bytes}, {"sha256", sec.sha256_hex}});
     }
     body["bundle"] = {{"format_version", summary->format_version}, {"digest", summary->digest_hex},
+                      {"digest_checked", summary->trailer_checked},
                       {"total_bytes", summary->total_bytes},
                       {"signer_key_id", summary->signer_key_id ? json(*summary->signer_key_id) : json(nullptr)},
                       {"sections", sections}};

@@ -31,9 +31,14 @@ std::string info_key(const std::string& hex) { return "kcache:{leases}:info:" + 
   "local t = redis.call('TIME')\n"    \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
-// KEYS: lease info live counters; ARGV: token ttl_ms holder hex.
-// → {1, 0} granted, {0, pttl} held by another.
+// KEYS: lease info live counters; ARGV: token ttl_ms holder hex max_leases.
+// → {1, 0} granted, {0, pttl} held by another, {2, 0} the live set holds
+// max_leases (after dropping the expired members, counted as expired).
 constexpr const char* k_acquire = KCACHE_LUA_NOW R"(
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('PTTL', KEYS[1])} end
+local dropped = redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if dropped > 0 then redis.call('HINCRBY', KEYS[4], 'expired', dropped) end
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return {2, 0} end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[2], 'holder', ARGV[3], 'acquired', now, 'renewals', 0)
@@ -99,19 +104,23 @@ std::uint64_t positive(std::int64_t v) { return v > 0 ? static_cast<std::uint64_
 
 class RedisLeaseTable final : public LeaseTable {
  public:
-  RedisLeaseTable(std::shared_ptr<redis::RedisLink> link, std::uint64_t ttl_ms)
-      : link_(std::move(link)), ttl_ms_(ttl_ms), ttl_text_(std::to_string(ttl_ms)) {}
+  RedisLeaseTable(std::shared_ptr<redis::RedisLink> link, std::uint64_t ttl_ms, std::uint64_t max_leases)
+      : link_(std::move(link)), ttl_ms_(ttl_ms), ttl_text_(std::to_string(ttl_ms)),
+        max_text_(std::to_string(max_leases)) {}
 
   LeaseGrant acquire(const std::string& key, const std::string& holder) override {
     LeaseGrant g;
     const std::string token = random_token();
     const std::string lk = lease_key(key), ik = info_key(key);
-    auto r = link_->command({"EVAL", k_acquire, "4", lk, ik, k_live, k_counters, token, ttl_text_, holder, key});
+    auto r = link_->command(
+        {"EVAL", k_acquire, "4", lk, ik, k_live, k_counters, token, ttl_text_, holder, key, max_text_});
     if (!r) {
       g.error = failed("acquire", r.error());
       return g;
     }
-    if (int_at(r->get(), 0) == 1) {
+    if (int_at(r->get(), 0) == 2) {
+      g.table_full = true;
+    } else if (int_at(r->get(), 0) == 1) {
       g.granted = true;
       g.token = token;
       g.ttl_ms = ttl_ms_;
@@ -249,11 +258,13 @@ class RedisLeaseTable final : public LeaseTable {
   std::shared_ptr<redis::RedisLink> link_;
   const std::uint64_t ttl_ms_;
   const std::string ttl_text_;
+  const std::string max_text_;  // --max-leases, for the acquire script
 };
 
 }  // namespace
 
 Result<RedisReplicaParts> make_redis_replica_parts(const std::string& storage_uri, std::uint64_t ttl_ms,
+                                                   std::uint64_t max_leases,
                                                    Waiters& waiters) {
   // The lease keys share the hash tag {leases}: in a Cluster every script
   // runs on the one master that serves that slot.
@@ -277,7 +288,7 @@ Result<RedisReplicaParts> make_redis_replica_parts(const std::string& storage_ur
   auto ping = link->command({"PING"});
   if (!ping) return make_error(ping.error().code, "lease table: " + ping.error().message);
   RedisReplicaParts parts;
-  parts.leases = std::make_unique<RedisLeaseTable>(link, ttl_ms);
+  parts.leases = std::make_unique<RedisLeaseTable>(link, ttl_ms, max_leases);
   parts.landings = make_redis_landings(link, node, waiters);
   return parts;
 }

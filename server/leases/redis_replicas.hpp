@@ -6,7 +6,9 @@
 //   kcache:{leases}:lease:<hex>   string: the lease token, PX ttl — SET NX PX
 //   kcache:{leases}:info:<hex>    hash: holder, acquired (unix ms), renewals; PX ttl
 //   kcache:{leases}:live          zset: <hex> → expiry (Redis TIME, ms), for
-//                                 list(), the active count and counting expiries
+//                                 list(), the active count, counting expiries
+//                                 and the cap (--max-leases: acquire drops the
+//                                 expired members, then refuses at the cap)
 //   kcache:{leases}:counters      hash: granted renewed released expired —
 //                                 summed over every replica
 // acquire is one Lua script around `SET lease token NX PX ttl`; renew and
@@ -39,7 +41,10 @@ struct RedisReplicaParts {
 
 // `storage_uri` is the redis:// URI given to --storage (same server,
 // credentials and database). unavailable when Redis cannot be reached.
+// `max_leases` caps the shared live set: an acquire that finds it full
+// (expired members dropped first) is refused, LeaseGrant::table_full.
 Result<RedisReplicaParts> make_redis_replica_parts(const std::string& storage_uri, std::uint64_t ttl_ms,
+                                                   std::uint64_t max_leases,
                                                    Waiters& waiters);
 
 }  // namespace kcache::server

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -155,6 +156,108 @@ TEST_P(StorageConformance, EmptyAndMultiChunkObjects) {
   EXPECT_EQ(backend_->get(empty).value(), Bytes{});
   EXPECT_EQ(backend_->get(big).value(), data);
   EXPECT_EQ(backend_->head(big)->size, data.size());
+}
+
+// read_range: exactly the bytes asked for, across chunk boundaries (three
+// redis chunks of 1 MiB - 64), fewer at the end, none past it; no hit
+// counted; the same key checks and not_found as get().
+TEST_P(StorageConformance, ReadRangeReadsThePartAskedFor) {
+  std::string k = make_key("ranged"), empty = make_key("ranged-empty");
+  Bytes data = put_ok(k, make_bytes((5 << 20) / 2 + 3, 11));
+  put_ok(empty, {});
+  auto part = [&](std::uint64_t off, std::uint64_t len) {
+    std::uint64_t end = std::min<std::uint64_t>(data.size(), off + len);
+    return off >= data.size() ? Bytes{} : Bytes(data.begin() + static_cast<std::ptrdiff_t>(off), data.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  const std::uint64_t chunk = (1 << 20) - 64;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> cases = {
+      {0, 24}, {0, 4096}, {chunk - 10, 20}, {chunk - 1, chunk + 2}, {5, 2 * chunk}, {data.size() - 7, 100},
+      {data.size(), 10}, {data.size() + 1000, 10}, {100, 0}, {0, data.size()}};
+  for (auto [off, len] : cases) {
+    auto got = backend_->read_range(k, off, len);
+    ASSERT_TRUE(got.ok()) << off << "+" << len << ": " << got.error().message;
+    EXPECT_EQ(*got, part(off, len)) << off << "+" << len;
+  }
+  EXPECT_EQ(backend_->read_range(empty, 0, 10).value(), Bytes{});
+  EXPECT_EQ(backend_->head(k)->hits, 0u);  // inspection is not a use of the entry
+  EXPECT_EQ(backend_->read_range(make_key("absent"), 0, 10).error().code, Errc::not_found);
+  EXPECT_EQ(backend_->read_range("abc", 0, 10).error().code, Errc::invalid_argument);
+}
+
+// A stored object shorter than its recorded size (a truncated file, a
+// Redis chunk gone) is corrupt, with a message that says so, and is left
+// in place: the next get() hashes it and quarantines or deletes it.
+TEST_P(StorageConformance, ReadRangeOfATruncatedObjectIsCorrupt) {
+  if (GetParam() == "memory") GTEST_SKIP() << "memory keeps no stored form to truncate";
+  std::string k = make_key("truncated");
+  Bytes data = put_ok(k, make_bytes((5 << 20) / 2 + 3, 12));
+  ASSERT_TRUE(backend_->read_range(k, 0, 24).ok());
+  if (GetParam() == "disk") {
+    std::filesystem::resize_file(dir_.path() + "/store/objects/" + k.substr(0, 2) + "/" + k, 1000);
+  } else {
+    redis_server().cli("DEL 'kcache:{" + k + "}:chunk:1'");
+  }
+  auto got = backend_->read_range(k, (1 << 20) - 100, 200);  // spans chunks 0 and 1
+  ASSERT_FALSE(got.ok()) << "bytes of a truncated object were served";
+  EXPECT_EQ(got.error().code, Errc::corrupt) << got.error().message;
+  EXPECT_NE(got.error().message.find(k), std::string::npos) << got.error().message;
+  if (GetParam() == "disk") {
+    EXPECT_EQ(backend_->read_range(k, 0, 24).error().code, Errc::corrupt);  // the size is checked first
+  }
+  EXPECT_TRUE(backend_->head(k).ok());  // nothing removed by a range read
+  EXPECT_EQ(backend_->get(k).error().code, Errc::corrupt);
+  EXPECT_EQ(backend_->read_range(k, 0, 24).error().code, Errc::not_found);
+}
+
+// breakdown(): per-target and per-mode counters that follow put, get,
+// remove and evict exactly as a scan of list() would (memory, disk); redis
+// keeps none and says so.
+TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
+  if (GetParam() == "redis" || GetParam() == "redis-cluster") {
+    EXPECT_FALSE(backend_->breakdown().has_value());
+    return;
+  }
+  std::string a = make_key("bd-a"), b = make_key("bd-b"), c = make_key("bd-c");
+  put_ok(a, make_bytes(100, 1), meta("x", "cpu", "default"));
+  put_ok(b, make_bytes(200, 2), meta("x", "cpu", "aoti"));
+  put_ok(c, make_bytes(300, 3), meta("x", "cuda:sm_90", "default"));
+  ASSERT_TRUE(backend_->get(a).ok());
+  ASSERT_TRUE(backend_->get(a).ok());
+  auto scan = [&] {
+    Breakdown out;
+    for (const Entry& e : backend_->list({})->entries) {
+      for (Tally* t : {&out.by_target[e.meta.target], &out.by_mode[e.meta.mode]}) {
+        t->entries++;
+        t->bytes += e.size;
+        t->hits += e.hits;
+      }
+    }
+    return out;
+  };
+  auto same = [&](const char* when) {
+    auto kept = backend_->breakdown();
+    ASSERT_TRUE(kept.has_value());
+    auto want = scan();
+    for (const auto& pair : {std::make_pair(&kept->by_target, &want.by_target), std::make_pair(&kept->by_mode, &want.by_mode)}) {
+      ASSERT_EQ(pair.first->size(), pair.second->size()) << when;
+      for (const auto& [name, t] : *pair.second) {
+        const Tally& k = pair.first->at(name);
+        EXPECT_EQ(k.entries, t.entries) << when << " " << name;
+        EXPECT_EQ(k.bytes, t.bytes) << when << " " << name;
+        EXPECT_EQ(k.hits, t.hits) << when << " " << name;
+      }
+    }
+  };
+  same("after puts and gets");
+  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").entries, 2u);
+  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").hits, 2u);
+  ASSERT_TRUE(backend_->remove(a).ok());
+  same("after a remove");
+  EvictPolicy p;
+  p.target = "cuda:sm_90";
+  ASSERT_TRUE(backend_->evict(p).ok());
+  same("after an evict");
+  EXPECT_EQ(backend_->breakdown()->by_target.count("cuda:sm_90"), 0u);
 }
 
 // put_span (a spooled upload's mapping): stores exactly the span's bytes,

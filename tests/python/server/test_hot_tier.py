@@ -36,7 +36,7 @@ def test_evict_reaches_the_hot_tier(start_server, tmp_path):
 
 
 def listed(srv, key):
-    # Listing does not count as an access (unlike GET /v1/entries/{key}).
+    # Listing does not count as an access (nor does GET /v1/entries/{key}).
     return next(e for e in srv.get("/v1/entries?limit=1000").json()["entries"] if e["key"] == key)
 
 

@@ -3,7 +3,8 @@ to a real kcache-server: a body declared huge and never sent maps no memory
 and is cut off when it stops making progress; the bytes all uploads may
 hold at once are bounded server-wide (503, Retry-After); many leases, up to
 the lease table's cap (503 too_many_leases); concurrent /v1/stats share one
-scan of the store; whole-object entry inspections run two at a time. A
+scan of the store; entry inspections run two at a time and read a
+bundle's header, manifest and section table, never its data. A
 legitimate upload and GETs keep working throughout."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import socket
 import threading
 import time
+
+import pytest
 
 from server_harness import make_bundle, new_key, read_until_quiet, status_of
 from test_resp_hostile import closed_by_server
@@ -123,12 +126,31 @@ def test_many_leases_keep_the_server_answering_and_all_expire(start_server):
     assert srv.put_artifact(key, bundle).status == 201 and srv.get(f"/v1/artifacts/{key}").body == bundle
 
 
-def test_the_lease_table_is_capped(start_server):
+@pytest.fixture(params=["memory", "redis", "redis-cluster"])
+def lease_storage(request, tmp_path):
+    """The --storage URI of each lease table: in-process, Redis, Redis Cluster."""
+    if request.param == "memory":
+        yield "memory:"
+    elif request.param == "redis":
+        yield request.getfixturevalue("redis_url")
+    else:
+        from cluster_harness import REDIS_CLI, RedisCluster
+
+        if REDIS_CLI is None:
+            pytest.skip("redis-cli not installed")
+        c = RedisCluster(tmp_path / "cluster", replicas=0)
+        yield c.url()
+        c.stop()
+
+
+def test_the_lease_table_is_capped(start_server, lease_storage):
     # Before: nothing bounded the in-process lease table but the TTL — a
     # writer taking leases on fresh keys faster than they expire grew it
-    # without limit. Past --max-leases a new lease is 503 too_many_leases;
-    # the leases already held are untouched, and one released makes room.
-    srv = start_server(args=["--max-leases", "20", "--lease-ttl-ms", "60000"])
+    # without limit — and on Redis storage the shared leases were Redis keys
+    # bounded only by maxmemory. Past --max-leases a new lease is 503
+    # too_many_leases; the leases already held are untouched, and one
+    # released makes room.
+    srv = start_server(args=["--max-leases", "20", "--lease-ttl-ms", "60000"], storage=lease_storage)
     held = {}
     for _ in range(20):
         key = new_key()
@@ -150,44 +172,66 @@ def test_the_lease_table_is_capped(start_server):
     assert srv.get("/healthz").status == 200
 
 
+def test_expired_leases_make_room_at_the_cap(start_server, lease_storage):
+    # At the cap, leases that ran out count no more: the next acquire drops
+    # them (in Redis, from the shared live set) and is granted, with no
+    # release by anyone.
+    srv = start_server(args=["--max-leases", "5", "--lease-ttl-ms", "1000"], storage=lease_storage)
+    for _ in range(5):
+        assert srv.request("POST", f"/v1/leases/{new_key()}").status == 201
+    deadline = time.monotonic() + 30
+    while (r := srv.request("POST", f"/v1/leases/{new_key()}")).status != 201:
+        assert r.status == 503 and r.json()["error"] == "too_many_leases", (r.status, r.body)
+        assert time.monotonic() < deadline, "expired leases never made room"
+        time.sleep(0.2)
+    assert srv.get("/v1/stats").json()["leases"]["expired"] >= 1
+
+
 def cpu_seconds(srv) -> float:
     fields = open(f"/proc/{srv.proc.pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_concurrent_stats_share_one_scan_of_the_store(start_server):
-    # /v1/stats breaks usage down by target and mode, a scan of the whole
-    # store (up to 200,000 entries). Before, each request scanned on its
-    # own: a reader asking many times at once made the server scan as many
-    # times. Now one scan runs at a time and concurrent requests share it.
+def test_concurrent_stats_share_one_scan_of_the_store(start_server, redis_url):
+    # /v1/stats breaks usage down by target and mode; on Redis storage (disk
+    # and memory keep counters) that is a scan of the whole store (up to
+    # 200,000 entries). Before, each request scanned on its own: a reader
+    # asking many times at once made the server scan as many times. Now one
+    # scan runs at a time and concurrent requests share it.
     import redis
 
-    srv = start_server(args=["--resp-listen", "127.0.0.1:0"])
+    n = 20000
+    srv = start_server(args=["--resp-listen", "127.0.0.1:0"], storage=redis_url)
     r = redis.Redis(port=srv.resp_port, socket_timeout=30)
-    for base in range(0, 40000, 5000):
+    for base in range(0, n, 5000):
         p = r.pipeline(transaction=False)
         for i in range(base, base + 5000):
             p.set(f"fill:{i}", b"v")
         p.execute()
-    assert srv.get("/v1/stats").json()["storage"]["entries"] == 40000
+    assert srv.get("/v1/stats").json()["storage"]["entries"] == n
 
-    def cost(n: int) -> float:
-        c0 = cpu_seconds(srv)
-        with concurrent.futures.ThreadPoolExecutor(n) as ex:
-            statuses = list(ex.map(lambda _: srv.get("/v1/stats", timeout=60).status, range(n)))
-        assert statuses == [200] * n
+    def cost(k: int) -> float:
+        c0, e0 = cpu_seconds(srv), entries_copied(srv)
+        with concurrent.futures.ThreadPoolExecutor(k) as ex:
+            statuses = list(ex.map(lambda _: srv.get("/v1/stats", timeout=60).status, range(k)))
+        assert statuses == [200] * k
+        copies[k] = entries_copied(srv) - e0
         return cpu_seconds(srv) - c0
 
+    copies: dict[int, int] = {}
     one = min(cost(1) for _ in range(3))
     many = cost(16)
-    print(f"\none /v1/stats: {one * 1000:.0f} ms of server CPU; 16 at once: {many * 1000:.0f} ms")
+    print(f"\none /v1/stats: {one * 1000:.0f} ms of server CPU, {copies[1]} entries copied; "
+          f"16 at once: {many * 1000:.0f} ms, {copies[16]} copied")
+    assert copies[1] == n
+    assert copies[16] <= 2 * n, copies  # one scan shared (a late request may start a second), not 16
     assert many < 6 * max(one, 0.01), (one, many)
 
 
 def test_entry_inspections_are_a_few_at_a_time(start_server):
-    # GET /v1/entries/{key} reads and checks a whole object. Before, any
-    # number ran at once (each holding a copy of the object); now two, and
-    # the rest are 503 busy with Retry-After.
+    # GET /v1/entries/{key} once read and checked a whole object (now its
+    # headers only). Before, any number ran at once (each holding a copy of
+    # the object); now two, and the rest are 503 busy with Retry-After.
     srv = start_server(args=["--max-body-bytes", "128M"])
     key = new_key()
     bundle = make_bundle(key, payload=os.urandom(48 * MIB))
@@ -207,3 +251,106 @@ def test_entry_inspections_are_a_few_at_a_time(start_server):
     assert all(a[1] == "1" and a[2] == "busy" for a in busy), answers
     assert srv.get(f"/v1/entries/{key}").json()["manifest"]["key"] == key  # alone: answered
     assert srv.get("/healthz").status == 200
+
+
+def bytes_read(srv) -> int:
+    """What the server has read with read()/pread() so far (rchar: page-cache hits count too)."""
+    for line in open(f"/proc/{srv.proc.pid}/io"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar")
+
+
+def test_an_entry_inspection_reads_only_the_bundle_header_and_table(start_server, tmp_path):
+    # Before: GET /v1/entries/{key} read the whole object (64 MiB here) to
+    # summarize its header, manifest and section table. Now storage reads
+    # those parts by range (pread on disk), the section data never.
+    srv = start_server(args=["--max-body-bytes", "128M"], storage=f"disk:{tmp_path / 'store'}")
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(64 * MIB))
+    assert srv.put_artifact(key, bundle).status == 201
+    before = bytes_read(srv)
+    r = srv.get(f"/v1/entries/{key}", timeout=60)
+    read = bytes_read(srv) - before
+    assert r.status == 200, r.body
+    print(f"\ninspection of a {len(bundle)}-byte entry read {read} bytes")
+    assert read < 256 * 1024, read
+    body = r.json()
+    assert body["manifest"]["key"] == key and body["entry"]["size"] == len(bundle)
+    assert [s["name"] for s in body["bundle"]["sections"]] == ["mega_cache"]
+    assert body["bundle"]["total_bytes"] == len(bundle) and body["bundle"]["digest"] == bundle[-32:].hex()
+    assert body["bundle"]["digest_checked"] is False
+    assert body["entry"]["hits"] == 0 and srv.get(f"/v1/artifacts/{key}").body == bundle
+
+
+def test_an_inspection_of_a_truncated_stored_object_says_so(start_server, tmp_path):
+    # The stored file cut short behind the server's back: the inspection
+    # names the defect (corrupt, sizes), and a GET then quarantines it.
+    store = tmp_path / "store"
+    srv = start_server(storage=f"disk:{store}")
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(100_000))
+    assert srv.put_artifact(key, bundle).status == 201
+    path = store / "objects" / key[:2] / key
+    os.truncate(path, 5000)
+    r = srv.get(f"/v1/entries/{key}")
+    assert r.status == 200, r.body
+    body = r.json()
+    assert body["bundle"] is None and body["bundle_error"]["error"] == "corrupt", body
+    assert "5000 bytes" in body["bundle_error"]["message"], body
+    assert srv.get(f"/v1/artifacts/{key}").status == 404
+
+
+def entries_copied(srv) -> int:
+    for line in srv.get("/metrics").body.decode().splitlines():
+        if line.startswith("kcache_storage_list_entries_copied_total "):
+            return int(line.split()[1])
+    raise AssertionError("no kcache_storage_list_entries_copied_total in /metrics")
+
+
+def test_paging_and_stats_copy_no_whole_index(start_server):
+    # Before: every GET /v1/entries page copied (and sorted) the whole
+    # index, so paging through n entries copied n × n / limit of them, and
+    # /v1/stats scanned every entry for its breakdown. Now a page copies
+    # the limit + 1 entries it needs (key order: from the cursor on; other
+    # orders: one pass keeping a bounded heap of pointers), and the
+    # breakdown comes from counters the store keeps on put/remove/get.
+    import redis
+
+    n, limit = 40000, 1000
+    srv = start_server(args=["--resp-listen", "127.0.0.1:0"])
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    for base in range(0, n, 5000):
+        p = r.pipeline(transaction=False)
+        for i in range(base, base + 5000):
+            p.set(f"fill:{i}", b"v" * (i % 7 + 1))
+        p.execute()
+    c0 = entries_copied(srv)
+    stats = srv.get("/v1/stats").json()
+    assert stats["storage"]["entries"] == n
+    assert stats["by_mode"]["resp"]["entries"] == n and not stats["breakdown_truncated"], stats["by_mode"]
+    assert entries_copied(srv) == c0, "the stats breakdown scanned the index"
+
+    for sort in ("key", "size"):
+        for order in ("asc", "desc"):
+            c0 = entries_copied(srv)
+            seen, cursor, pages = [], None, 0
+            while True:
+                q = f"/v1/entries?limit={limit}&sort={sort}&order={order}" + (f"&cursor={cursor}" if cursor else "")
+                page = srv.get(q).json()
+                seen += [(e["size"], e["key"]) if sort == "size" else e["key"] for e in page["entries"]]
+                pages += 1
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
+            copied = entries_copied(srv) - c0
+            print(f"\nsort={sort} order={order}: {pages} pages, {copied} entries copied")
+            assert len(seen) == n and len(set(seen)) == n
+            assert seen == sorted(seen, reverse=order == "desc")
+            assert copied <= pages * (limit + 1), (sort, order, pages, copied)
+    # Removing and reading move the counters, as the scan saw them.
+    r.delete("fill:0", "fill:1")
+    r.get("fill:2")
+    stats = srv.get("/v1/stats").json()
+    assert stats["by_mode"]["resp"]["entries"] == n - 2 == stats["storage"]["entries"]
+    assert stats["by_mode"]["resp"]["hits"] >= 1
