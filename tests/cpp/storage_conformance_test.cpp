@@ -225,7 +225,8 @@ TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
   ASSERT_TRUE(backend_->get(a).ok());
   auto scan = [&] {
     Breakdown out;
-    for (const Entry& e : backend_->list({})->entries) {
+    const auto page = backend_->list({});  // named: a range-for over a temporary's member dangles
+    for (const Entry& e : page->entries) {
       for (Tally* t : {&out.by_target[e.meta.target], &out.by_mode[e.meta.mode]}) {
         t->entries++;
         t->bytes += e.size;
