@@ -68,63 +68,72 @@ Status sync_filesystem(const std::string& path) {
   return Ok{};
 }
 
-Result<std::vector<std::uint8_t>> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("open " + path, errno);
+namespace {
+
+// An open file and its size; closes the file when it goes.
+struct OpenForRead {
+  int fd = -1;
+  std::uint64_t size = 0;
+  OpenForRead() = default;
+  OpenForRead(const OpenForRead&) = delete;
+  OpenForRead& operator=(const OpenForRead&) = delete;
+  ~OpenForRead() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status open_for_read(const std::string& path, OpenForRead& f) {
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) {
+    const int err = errno;
+    return errno_error("open " + path, err);
+  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
+  if (::fstat(f.fd, &st) != 0) {
+    const int err = errno;
     return errno_error("stat " + path, err);
   }
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(st.st_size));
+  f.size = static_cast<std::uint64_t>(st.st_size);
+  return Ok{};
+}
+
+// `want` bytes from `offset`. A file that ends first is an I/O error
+// (a whole-file read) or corrupt (a range checked against its sidecar).
+Result<std::vector<std::uint8_t>> pread_all(const OpenForRead& f, const std::string& path, std::uint64_t offset,
+                                            std::uint64_t want, bool short_is_corrupt) {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(want));
   std::size_t done = 0;
   while (done < out.size()) {
-    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    ssize_t n = ::pread(f.fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      return errno_error("read " + path, err);
+      const int err = n < 0 ? errno : EIO;
+      if (n == 0 && short_is_corrupt) return make_error(Errc::corrupt, path + " ended while being read");
+      return errno_error((short_is_corrupt ? "pread " : "read ") + path, err);
     }
     done += static_cast<std::size_t>(n);
   }
-  ::close(fd);
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::uint8_t>> read_file(const std::string& path) {
+  OpenForRead f;
+  if (auto st = open_for_read(path, f); !st) return st.error();
+  return pread_all(f, path, 0, f.size, /*short_is_corrupt=*/false);
 }
 
 Result<std::vector<std::uint8_t>> read_file_range(const std::string& path, std::uint64_t offset,
                                                   std::uint64_t length, std::uint64_t expected_size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("open " + path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return errno_error("stat " + path, err);
-  }
-  auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size != expected_size) {
-    ::close(fd);
-    return make_error(Errc::corrupt, path + " holds " + std::to_string(size) + " bytes, its sidecar says " +
+  OpenForRead f;
+  if (auto st = open_for_read(path, f); !st) return st.error();
+  if (f.size != expected_size) {
+    return make_error(Errc::corrupt, path + " holds " + std::to_string(f.size) + " bytes, its sidecar says " +
                                          std::to_string(expected_size));
   }
-  std::uint64_t want = offset >= size ? 0 : std::min(length, size - offset);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(want));
-  std::size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      if (n == 0) return make_error(Errc::corrupt, path + " ended while being read");
-      return errno_error("pread " + path, err);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  return out;
+  const std::uint64_t want = offset >= f.size ? 0 : std::min(length, f.size - offset);
+  return pread_all(f, path, offset, want, /*short_is_corrupt=*/true);
 }
 
 Status make_dir(const std::string& path) {
