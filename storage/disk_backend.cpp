@@ -114,6 +114,7 @@ class DiskBackend final : public Backend {
       size = it->second.sc.entry.size;
     }
     auto bytes = disk::read_file_range(layout_.object(key), offset, length, size);
+    if (opts_.fault_hook) opts_.fault_hook->after_read(key);
     if (!bytes && bytes.error().code == Errc::not_found) return make_error(Errc::not_found, "no such object");
     if (!bytes && bytes.error().code == Errc::corrupt) {
       return make_error(Errc::corrupt, "object " + key + ": " + bytes.error().message);

@@ -10,7 +10,8 @@
 // sleeps N ms at that point, for end-to-end tests of kcache-server that
 // cannot inject an object; it is logged on stderr at open so that it is
 // never left on by accident. KCACHE_FAULT_PAUSE_READ_MS=N makes the disk
-// backend's reads pause N ms after reading an object's bytes, printing
+// backend's reads (get and read_range) pause N ms after reading an
+// object's bytes, printing
 // "kcache storage: read of <key> paused" on stderr first (a test's event:
 // a read that races a removal, tests/python/server/test_resp_hot.py).
 // Thread safety: before_publish() may be called concurrently.
@@ -28,8 +29,9 @@ class PutFaultHook {
   // Disk backend only, for tests: nonzero makes the fsync of the object's
   // directory after a publish fail with that errno.
   virtual int dir_sync_errno(const std::string& /*key*/) { return 0; }
-  // Disk backend only, for tests: called after a get() has read an object's
-  // bytes and before it checks them (a test changes the entry meanwhile).
+  // Disk backend only, for tests: called after a get() or read_range() has
+  // read an object's bytes and before it checks them (a test changes the
+  // entry meanwhile, or holds a read in flight).
   virtual void after_read(const std::string& /*key*/) {}
 };
 

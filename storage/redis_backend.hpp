@@ -95,7 +95,7 @@ Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options)
 struct RedisClusterOptions {
   RedisOptions node;
   std::vector<std::pair<std::string, int>> seeds;  // host, port: any nodes of the cluster
-  int max_attempts = 5;  // rounds per call that met a dead node, MOVED or CLUSTERDOWN, before failing open
+  int max_attempts = 5;  // rounds per call that met a dead node or a MOVED, before failing open
 };
 
 // Parses redis-cluster://[user:pass@]host:port[,host:port...][/][?query],

@@ -140,12 +140,14 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
   // Retrying stops once max_attempts rounds have been spent or once a round
   // would start later than one connect plus one operation timeout after the
   // call began, whichever comes first: a black-holed master must not cost a
-  // caller many timeouts. A round whose only retries are a slot migration's
-  // (ASK, TRYAGAIN) spends nothing: an entry whose keys are split between
-  // the migrating and the importing node for the length of a MIGRATE batch
-  // ping-pongs ASK -> TRYAGAIN until its last key has moved, and giving up
-  // after a fixed number of rounds would turn a reshard into misses. Those
-  // rounds are bounded by the deadline (and k_max_rounds) alone.
+  // caller many timeouts. A round whose only retries are for a passing
+  // state (ASK, TRYAGAIN, CLUSTERDOWN) spends nothing: an entry whose keys
+  // are split between the migrating and the importing node for the length
+  // of a MIGRATE batch ping-pongs ASK -> TRYAGAIN until its last key has
+  // moved, and a cluster mid-failover answers CLUSTERDOWN for a second or
+  // more; giving up after a fixed number of ~10-200 ms rounds would turn
+  // either into misses. Those rounds are bounded by the deadline (and
+  // k_max_rounds) alone.
   constexpr int k_max_rounds = 64;
   const auto deadline = std::chrono::steady_clock::now() + opts_.node.connect_timeout + opts_.node.op_timeout;
   for (int attempt = 0, spent = 0; spent < opts_.max_attempts && attempt < k_max_rounds && !pending.empty();
@@ -156,7 +158,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
     // Group the pending segments by the node they go to, keeping their order.
     std::vector<std::pair<Endpoint, std::vector<std::size_t>>> groups;
     std::vector<std::size_t> retry;
-    bool stale = false, pause = false, migrating_only = true;
+    bool stale = false, pause = false, passing_only = true;
     std::optional<Endpoint> hint;
     for (std::size_t si : pending) {
       const Segment& s = segs[si];
@@ -168,7 +170,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
         last = make_error(Errc::unavailable, "redis cluster: no master serves slot " + std::to_string(s.slot));
         retry.push_back(si);
         stale = pause = true;
-        migrating_only = false;
+        passing_only = false;
         continue;
       }
       auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first.text() == to->text(); });
@@ -197,7 +199,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
           retry.push_back(si);
         }
         stale = pause = true;
-        migrating_only = false;
+        passing_only = false;
         continue;
       }
       std::size_t at = 0;
@@ -219,7 +221,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
             moved_++;
             hint = *moved;
             stale = redo = true;
-            migrating_only = false;
+            passing_only = false;
           } else if (auto ask = redirect_target(err, "ASK")) {
             if (ask->host.empty()) ask->host = node.host;
             ask_++;
@@ -230,9 +232,12 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
             ask_to = s.ask;
             pause = redo = true;
           } else if (starts(err, "CLUSTERDOWN")) {
+            // A passing state too: mid-failover, or a node that has not yet
+            // seen a restarted peer come back (it flags a new master's slots
+            // as served by a failed node for two node timeouts). The node
+            // answered, so the deadline bounds the wait, not the 5 rounds.
             clusterdown_++;
             pause = redo = true;
-            migrating_only = false;
           }
           if (redo) last = *reply_error(out[j].get());
         }
@@ -243,7 +248,7 @@ Result<std::vector<Reply>> RedisCluster::pipeline(const std::vector<Args>& cmds)
     }
     pending = std::move(retry);
     if (pending.empty()) break;
-    if (!migrating_only) spent++;
+    if (!passing_only) spent++;
     if (pause) backoff(attempt);
     if (stale) {
       if (auto s = refresh(epoch, hint); !s) last = s.error();

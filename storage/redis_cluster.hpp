@@ -17,10 +17,11 @@
 // command to retries there (with ASKING) again. A connection that fails (a
 // dead master) refreshes the map and retries. All of this is bounded: no new
 // round once connect_timeout + op_timeout have passed since the call began,
-// and at most max_attempts rounds that met a dead node, MOVED or
-// CLUSTERDOWN; rounds retried only for a slot migration (ASK, TRYAGAIN: an
-// entry whose keys a reshard has split between two nodes until its last key
-// moves) are bounded by the deadline alone (and 64 rounds). Then the last
+// and at most max_attempts rounds that met a dead node or a MOVED; rounds
+// retried only for a passing state (ASK, TRYAGAIN: an entry whose keys a
+// reshard has split between two nodes until its last key moves;
+// CLUSTERDOWN: a failover, or a node that has not yet seen a restarted peer
+// come back) are bounded by the deadline alone (and 64 rounds). Then the last
 // error — Errc::unavailable, as with a single Redis that is down. A timeout
 // is returned at once (the caller's budget is one op_timeout, as RedisPool's).
 // A command whose connection broke mid-pipeline may have run before the

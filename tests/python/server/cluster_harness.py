@@ -169,6 +169,25 @@ class RedisCluster:
                 raise RuntimeError("cluster never reached cluster_state:ok")
             time.sleep(0.05)
 
+    def wait_seen_up(self, port: int, limit: float = 30) -> None:
+        """Until no node flags node `port` as failing (`fail?` or `fail` in
+        CLUSTER NODES) and every node says cluster_state:ok. A node that was
+        down longer than the node timeout stays flagged until its pings reach
+        each node again; one made master meanwhile (CLUSTER FAILOVER) would
+        leave its slots served by a FAIL node in those nodes' view, and they
+        answer CLUSTERDOWN until the flag clears (two node timeouts for a
+        master). Wait for this before handing a restarted node its shard."""
+        deadline = time.monotonic() + limit
+        addr = f"127.0.0.1:{port}@"
+        while True:
+            flagged = [p for p in self.procs for line in cli(p, "CLUSTER", "NODES").splitlines()
+                       if line.split()[1:2] and line.split()[1].startswith(addr) and "fail" in line.split()[2]]
+            if not flagged and all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in self.procs):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {port} is still flagged failing by {flagged}")
+            time.sleep(0.05)
+
     def wait_agreed(self, limit: float = 30) -> None:
         """Until `redis-cli --cluster check` finds every node agreeing on the
         slot map and every slot covered (what redis-cli's own add-node and

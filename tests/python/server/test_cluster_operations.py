@@ -137,11 +137,13 @@ def test_rolling_restart_replica_first_with_manual_failover_under_load(start_ser
             r = cluster.replica_of(m)
             cluster.restart_node(r)  # the replica first
             cluster.wait_synced(r)
+            cluster.wait_seen_up(r)  # every node has seen it back: no CLUSTERDOWN once it takes the slots
             assert cli(r, "CLUSTER", "FAILOVER").strip() == "OK"
             wait_until(lambda: cluster.role(r) == "master" and cluster.role(m) == "slave", 30,
                        f"CLUSTER FAILOVER on {r} never completed")
             cluster.restart_node(m)  # then the old master, now a replica
             cluster.wait_synced(m)
+            cluster.wait_seen_up(m)
         cluster.wait_ok()
         time.sleep(1.0)
         stop.set()

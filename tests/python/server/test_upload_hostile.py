@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import socket
-import threading
 import time
 
 import pytest
@@ -228,28 +227,33 @@ def test_concurrent_stats_share_one_scan_of_the_store(start_server, redis_url):
     assert many < 6 * max(one, 0.01), (one, many)
 
 
-def test_entry_inspections_are_a_few_at_a_time(start_server):
+def test_entry_inspections_are_a_few_at_a_time(start_server, tmp_path):
     # GET /v1/entries/{key} once read and checked a whole object (now its
     # headers only). Before, any number ran at once (each holding a copy of
     # the object); now two, and the rest are 503 busy with Retry-After.
-    srv = start_server(args=["--max-body-bytes", "128M"])
-    key = new_key()
-    bundle = make_bundle(key, payload=os.urandom(48 * MIB))
-    assert srv.put_artifact(key, bundle).status == 201
-    barrier = threading.Barrier(8)
+    # Two inspections are held in flight by the disk backend's read pause
+    # (each prints its key when its first read pauses: the event waited on),
+    # then six more arrive: every one is refused, none waits.
+    srv = start_server(storage=f"disk:{tmp_path}/d", env={"KCACHE_FAULT_PAUSE_READ_MS": "1500"})
+    keys = [new_key() for _ in range(3)]
+    for key in keys:
+        assert srv.put_artifact(key, make_bundle(key, payload=os.urandom(4096))).status == 201
 
-    def inspect(_):
-        barrier.wait()
+    def inspect(key):
         r = srv.get(f"/v1/entries/{key}", timeout=60)
         return r.status, r.headers.get("retry-after"), r.json().get("error")
 
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
-        answers = list(ex.map(inspect, range(8)))
-    ok = [a for a in answers if a[0] == 200]
-    busy = [a for a in answers if a[0] == 503]
-    assert len(ok) + len(busy) == 8 and ok and busy, answers
-    assert all(a[1] == "1" and a[2] == "busy" for a in busy), answers
-    assert srv.get(f"/v1/entries/{key}").json()["manifest"]["key"] == key  # alone: answered
+        held = [ex.submit(inspect, key) for key in keys[:2]]
+        deadline = time.monotonic() + 30
+        while not all(f"read of {key} paused" in srv.read_log() for key in keys[:2]):
+            assert time.monotonic() < deadline, srv.read_log()[-2000:]
+            time.sleep(0.02)
+        late = list(ex.map(inspect, [keys[2]] * 6))
+        first = [f.result() for f in held]
+    assert [a[0] for a in first] == [200, 200], first
+    assert late == [(503, "1", "busy")] * 6, late
+    assert srv.get(f"/v1/entries/{keys[2]}").json()["manifest"]["key"] == keys[2]  # alone: answered
     assert srv.get("/healthz").status == 200
 
 
