@@ -40,8 +40,8 @@ std::string signature_text(const json& bundle) {
   const json& id = bundle["signer_key_id"];
   if (!id.is_string()) return "unsigned";
   return "signed, key id " + id.get<std::string>() +
-         " (not verified here: the server checks structure and checksum; clients verify against "
-         "their trusted keys)";
+         " (not verified here: the server checks structure; clients verify against their "
+         "trusted keys)";
 }
 
 void print_key_fields(const json& expl) {
@@ -122,8 +122,12 @@ Status run_inspect(const Context& ctx, Api& api, const std::string& text) {
       {"compile time", format_duration(static_cast<double>(e.value("compile_ms", 0ull)) / 1000)},
   };
   if (bundle.is_object()) {
+    // The server reads only the header and tables (digest_checked false):
+    // the digest is the stored one, not recomputed; say so, and how to check.
+    const bool checked = bundle.value("digest_checked", true);
     rows.emplace_back("bundle", "format " + std::to_string(bundle.value("format_version", 0)) +
-                                    ", digest " + bundle.value("digest", ""));
+                                    ", digest " + bundle.value("digest", "") +
+                                    (checked ? "" : " (as stored, not rehashed: `kcache verify` checks it)"));
     rows.emplace_back("signature", signature_text(bundle));
   } else {
     const json& err = (*body)["bundle_error"];
