@@ -11,6 +11,8 @@
 #include "storage/redis_cluster.hpp"
 #include "storage/redis_link.hpp"
 #include "storage/redis_pool.hpp"
+#include "storage/redis_range_read.hpp"
+#include "storage/redis_reply.hpp"
 #include "storage/redis_scripts.hpp"
 
 namespace kcache::storage {
@@ -24,36 +26,12 @@ constexpr std::string_view k_lru = "kcache:{index}:lru";
 constexpr std::string_view k_sizes = "kcache:{index}:sizes";
 constexpr std::string_view k_usage = "kcache:{index}:usage";
 
-std::string meta_key(const std::string& hex) { return "kcache:{" + hex + "}:meta"; }
-
-std::string str(const redisReply* r) {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
-  return std::string(r->str, r->len);
-}
-
-std::int64_t num(const redisReply* r) {
-  if (r != nullptr && r->type == REDIS_REPLY_INTEGER) return r->integer;
-  std::string s = str(r);
-  return s.empty() ? 0 : std::strtoll(s.c_str(), nullptr, 10);
-}
-
-// Entry from the k_meta_fields values at r->element[first ...].
-Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first) {
-  auto f = [&](int i) { return r->element[first + static_cast<std::size_t>(i)]; };
-  Entry e;
-  e.key = hex;
-  e.size = static_cast<std::uint64_t>(num(f(0)));
-  e.created_ms = num(f(3));
-  e.last_access_ms = num(f(4));
-  e.hits = static_cast<std::uint64_t>(num(f(5)));
-  e.meta.label = str(f(6));
-  e.meta.target = str(f(7));
-  e.meta.mode = str(f(8));
-  e.meta.dtype = str(f(9));
-  e.meta.toolchain = str(f(10));
-  e.meta.compile_ms = static_cast<std::uint64_t>(num(f(11)));
-  return e;
-}
+using redis::chunk_prefix;
+using redis::exec_reply;
+using redis::meta_key;
+using redis::num;
+using redis::parse_entry;
+using redis::str;
 
 class RedisBackend final : public Backend {
  public:
@@ -128,7 +106,7 @@ class RedisBackend final : public Backend {
     if (auto s = check_key(key); !s) return s.error();
     for (int attempt = 0; attempt < 2; ++attempt) {
       bool replaced = false;
-      auto bytes = read_range_once(key, offset, length, replaced);
+      auto bytes = redis::read_range_once(*link_, key, offset, length, replaced);
       if (!bytes || !replaced) return bytes;
     }
     return make_error(Errc::not_found, "object replaced while being read");
@@ -277,7 +255,7 @@ class RedisBackend final : public Backend {
   // One read. Sets `why` to a defect, or "replaced"; `sha` to meta's sha256.
   Result<Bytes> read_once(const std::string& key, bool touch, std::string& why, std::string& sha) {
     std::string mk = meta_key(key), now = std::to_string(now_ms());
-    std::string prefix = "kcache:{" + key + "}:chunk:", c0 = prefix + "0";
+    std::string prefix = chunk_prefix(key), c0 = prefix + "0";
     Args hmget = {"HMGET", mk};
     for (const char* f : redis::k_meta_fields) hmget.push_back(f);
     std::vector<Args> cmds = {{"MULTI"}, hmget, {"GET", c0}, {"EXEC"}};
@@ -287,8 +265,9 @@ class RedisBackend final : public Backend {
     }
     auto r = link_->pipeline(cmds);
     if (!r) return r.error();
-    const redisReply* tx = (*r)[3].get();
-    if (tx->type != REDIS_REPLY_ARRAY || tx->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
+    auto exec = exec_reply((*r)[3].get(), 2);
+    if (!exec) return exec.error();
+    const redisReply* tx = *exec;
     const redisReply* m = tx->element[0];
     if (m->type != REDIS_REPLY_ARRAY || m->element[0]->type == REDIS_REPLY_NIL) {
       return make_error(Errc::not_found, "no such object");
@@ -309,8 +288,9 @@ class RedisBackend final : public Backend {
       for (const auto& n : names) mget.push_back(n);
       rest = link_->pipeline({{"MULTI"}, {"HMGET", mk, "sha256", "created_ms"}, mget, {"EXEC"}});
       if (!rest) return rest.error();
-      const redisReply* tx2 = (*rest)[3].get();
-      if (tx2->type != REDIS_REPLY_ARRAY || tx2->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
+      auto exec2 = exec_reply((*rest)[3].get(), 2);
+      if (!exec2) return exec2.error();
+      const redisReply* tx2 = *exec2;
       if (str(tx2->element[0]->element[0]) != sha || str(tx2->element[0]->element[1]) != created) {
         why = "replaced";
         return bytes;
@@ -326,70 +306,6 @@ class RedisBackend final : public Backend {
     }
     if (bytes.size() != size) why = "size differs from its meta";
     return bytes;
-  }
-
-  // One bounded read: the meta and chunk 0's length (the chunk size the
-  // writer used: every chunk but the last has it), then GETRANGE of the
-  // chunks that overlap the range, in one MULTI/EXEC that re-reads
-  // created_ms (an entry replaced in between sets `replaced`). A chunk
-  // shorter than it must be (missing: evicted by maxmemory?) is corrupt.
-  Result<Bytes> read_range_once(const std::string& key, std::uint64_t offset, std::uint64_t length, bool& replaced) {
-    std::string mk = meta_key(key), prefix = "kcache:{" + key + "}:chunk:";
-    auto r = link_->pipeline({{"MULTI"}, {"HMGET", mk, "size", "chunks", "created_ms"}, {"STRLEN", prefix + "0"}, {"EXEC"}});
-    if (!r) return r.error();
-    const redisReply* tx = (*r)[3].get();
-    if (tx->type != REDIS_REPLY_ARRAY || tx->elements != 2) return make_error(Errc::internal, "redis: bad EXEC reply");
-    const redisReply* m = tx->element[0];
-    if (m->type != REDIS_REPLY_ARRAY || m->element[0]->type == REDIS_REPLY_NIL) {
-      return make_error(Errc::not_found, "no such object");
-    }
-    auto size = static_cast<std::uint64_t>(num(m->element[0]));
-    auto chunks = static_cast<std::uint64_t>(num(m->element[1]));
-    std::string created = str(m->element[2]);
-    auto first_len = static_cast<std::uint64_t>(num(tx->element[1]));
-    std::uint64_t c = chunks > 1 ? first_len : size;
-    bool shape_ok = chunks == 0 ? size == 0
-                                : first_len == (chunks > 1 ? c : size) && c > 0 && (chunks - 1) * c < size &&
-                                      size <= chunks * c;
-    if (!shape_ok) {
-      return make_error(Errc::corrupt, "object " + key + ": its chunks do not add up to its size (" +
-                                           std::to_string(size) + " bytes in " + std::to_string(chunks) +
-                                           " chunks, the first " + std::to_string(first_len) +
-                                           " bytes; a chunk missing?)");
-    }
-    if (offset >= size || length == 0) return Bytes{};
-    std::uint64_t end = offset + std::min(length, size - offset);  // exclusive
-    std::vector<std::string> words;  // Args are views: the names and bounds live here
-    for (std::uint64_t i = offset / c; i * c < end; ++i) {
-      std::uint64_t from = std::max(offset, i * c) - i * c, to = std::min(end, (i + 1) * c) - i * c;  // in chunk i
-      words.push_back(prefix + std::to_string(i));
-      words.push_back(std::to_string(from));
-      words.push_back(std::to_string(to - 1));
-    }
-    std::vector<Args> cmds = {{"MULTI"}, {"HGET", mk, "created_ms"}};
-    for (std::size_t w = 0; w < words.size(); w += 3) cmds.push_back({"GETRANGE", words[w], words[w + 1], words[w + 2]});
-    cmds.push_back({"EXEC"});
-    auto rr = link_->pipeline(cmds);
-    if (!rr) return rr.error();
-    const redisReply* tx2 = rr->back().get();
-    if (tx2->type != REDIS_REPLY_ARRAY || tx2->elements != cmds.size() - 2) {
-      return make_error(Errc::internal, "redis: bad EXEC reply");
-    }
-    if (str(tx2->element[0]) != created) {
-      replaced = true;
-      return Bytes{};
-    }
-    Bytes out;
-    out.reserve(static_cast<std::size_t>(end - offset));
-    for (std::size_t j = 1; j < tx2->elements; ++j) {
-      const redisReply* part = tx2->element[j];
-      if (part->type != REDIS_REPLY_STRING) return make_error(Errc::internal, "redis: bad GETRANGE reply");
-      out.insert(out.end(), part->str, part->str + part->len);
-    }
-    if (out.size() != end - offset) {
-      return make_error(Errc::corrupt, "object " + key + ": a chunk is missing or short (evicted by Redis maxmemory?)");
-    }
-    return out;
   }
 
   // Deletes the entry (if its sha256 is `sha`, or any with ""), then drops it
