@@ -142,8 +142,9 @@ class Backend {
                                  const EntryMeta& meta) = 0;
   // put() of bytes held outside a vector (an upload spooled to a file and
   // mapped, server/http/upload_spool.hpp). Same contract as put(). The disk
-  // backend writes them straight from `bytes`; the others keep objects in
-  // memory or send them whole, so they copy into a vector first.
+  // backend writes them straight from `bytes`, Redis sends them from it a
+  // batch of chunks at a time; memory keeps objects in memory, so this
+  // default copies them into a vector first.
   virtual Result<PutOutcome> put_span(const std::string& key, std::span<const std::uint8_t> bytes,
                                       const EntryMeta& meta) {
     return put(key, std::vector<std::uint8_t>(bytes.begin(), bytes.end()), meta);

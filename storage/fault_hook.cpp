@@ -18,7 +18,11 @@ long env_ms(const char* name) {
 class SleepHook final : public PutFaultHook {
  public:
   SleepHook(long put_ms, long read_ms) : put_ms_(put_ms), read_ms_(read_ms) {}
-  void before_publish(const std::string&) override {
+  void before_publish(const std::string& key) override {
+    if (put_ms_ == 0) return;
+    // The test's event: the object's bytes are written, the pause begins.
+    std::fprintf(stderr, "kcache storage: put of %s paused\n", key.c_str());
+    std::fflush(stderr);
     std::this_thread::sleep_for(std::chrono::milliseconds(put_ms_));
   }
   void after_read(const std::string& key) override {

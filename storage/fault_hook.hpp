@@ -8,8 +8,9 @@
 //
 // KCACHE_FAULT_PAUSE_PUT_MS=N (read by open_backend()) installs a hook that
 // sleeps N ms at that point, for end-to-end tests of kcache-server that
-// cannot inject an object; it is logged on stderr at open so that it is
-// never left on by accident. KCACHE_FAULT_PAUSE_READ_MS=N makes the disk
+// cannot inject an object (each pause prints "kcache storage: put of <key>
+// paused" on stderr: the test's event); it is logged on stderr at open so
+// that it is never left on by accident. KCACHE_FAULT_PAUSE_READ_MS=N makes the disk
 // backend's reads (get and read_range) pause N ms after reading an
 // object's bytes, printing
 // "kcache storage: read of <key> paused" on stderr first (a test's event:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <span>
 
 #include "common/hex.hpp"
 #include "common/sha256.hpp"
@@ -56,6 +57,14 @@ class RedisBackend final : public Backend {
   }
 
   Result<PutOutcome> put(const std::string& key, const Bytes& bytes, const EntryMeta& meta) override {
+    return put_span(key, std::span<const std::uint8_t>(bytes), meta);
+  }
+
+  // Sent from `bytes` (a spooled upload's mapping) in batches of chunks:
+  // no copy of the object, and at most k_write_batch_bytes of it formatted
+  // in hiredis's output buffer at a time.
+  Result<PutOutcome> put_span(const std::string& key, std::span<const std::uint8_t> bytes,
+                              const EntryMeta& meta) override {
     if (auto s = check_key(key); !s) return s.error();
     if (opts_.capacity_bytes != 0 && bytes.size() > opts_.capacity_bytes) {
       return make_error(Errc::full, "object larger than the redis capacity");
@@ -212,20 +221,26 @@ class RedisBackend final : public Backend {
     return PutOutcome::already_present;
   }
 
-  Status write_temps(const std::string& prefix, const Bytes& bytes, std::size_t chunks) {
-    std::string ttl = std::to_string(opts_.temp_ttl.count());
-    std::vector<std::string> names;
-    std::vector<Args> cmds;
-    for (std::size_t i = 0; i < chunks; ++i) names.push_back(prefix + std::to_string(i));
-    for (std::size_t i = 0; i < chunks; ++i) {
-      std::size_t off = i * opts_.chunk_bytes;
-      std::size_t len = std::min(opts_.chunk_bytes, bytes.size() - off);
-      std::string_view part(reinterpret_cast<const char*>(bytes.data()) + off, len);
-      cmds.push_back({"SET", names[i], part, "PX", ttl});
+  // The temp chunks, one pipeline per batch of about k_write_batch_bytes
+  // (at least one chunk). What was written before a failure expires with
+  // the TTL.
+  Status write_temps(const std::string& prefix, std::span<const std::uint8_t> bytes, std::size_t chunks) {
+    constexpr std::size_t k_write_batch_bytes = 8 << 20;
+    const std::size_t per_batch = std::max<std::size_t>(1, k_write_batch_bytes / opts_.chunk_bytes);
+    const std::string ttl = std::to_string(opts_.temp_ttl.count());
+    for (std::size_t first = 0; first < chunks; first += per_batch) {
+      const std::size_t end = std::min(chunks, first + per_batch);
+      std::vector<std::string> names;  // Args are views: the names live here
+      for (std::size_t i = first; i < end; ++i) names.push_back(prefix + std::to_string(i));
+      std::vector<Args> cmds;
+      for (std::size_t i = first; i < end; ++i) {
+        std::size_t off = i * opts_.chunk_bytes;
+        std::size_t len = std::min(opts_.chunk_bytes, bytes.size() - off);
+        std::string_view part(reinterpret_cast<const char*>(bytes.data()) + off, len);
+        cmds.push_back({"SET", names[i - first], part, "PX", ttl});
+      }
+      if (auto r = link_->pipeline(cmds); !r) return r.error();
     }
-    if (cmds.empty()) return Ok{};
-    auto r = link_->pipeline(cmds);
-    if (!r) return r.error();  // what was written expires with the TTL
     return Ok{};
   }
 

@@ -241,3 +241,29 @@ def test_signatures_are_checked_on_spooled_uploads(start_server, spool, keys):
     assert srv.put_artifact(good, bundle).status == 201
     assert srv.get(f"/v1/artifacts/{good}").body == bundle
     assert os.listdir(spool) == []
+
+
+def test_a_64_mib_upload_to_redis_storage_is_sent_from_the_spool_without_a_copy(start_server, spool, redis_url):
+    # Before: Redis storage copied the spooled body into a vector (+64 MiB)
+    # and formatted every chunk's SET into one pipeline (+64 MiB more in
+    # hiredis's buffer). Now it sends from the mapping, 8 MiB of chunks at a
+    # time. The put pause (KCACHE_FAULT_PAUSE_PUT_MS) holds the put after
+    # the chunks are written and before the publish, while the old copy was
+    # still alive; its log line is the event the measurement waits for.
+    srv = start_server(storage=redis_url, env={"KCACHE_FAULT_PAUSE_PUT_MS": "2000"},
+                       args=["--upload-spool-dir", str(spool), "--max-body-bytes", "128M"])
+    key = new_key()
+    bundle = make_bundle(key, payload=os.urandom(64 * MIB))
+    anon0 = status_kib(srv, "RssAnon")
+    answers: list = []
+    put = threading.Thread(target=lambda: answers.append(srv.put_artifact(key, bundle)))
+    put.start()
+    try:
+        assert wait_for(lambda: f"put of {key} paused" in srv.read_log(), 60), srv.read_log()[-2000:]
+        anon_paused = status_kib(srv, "RssAnon")
+    finally:
+        put.join(60)
+    print(f"\nRssAnon before {anon0} KiB, with the chunks written {anon_paused} KiB")
+    assert answers and answers[0].status == 201, answers
+    assert anon_paused - anon0 < 16 * 1024, (anon0, anon_paused)  # no copy of the 64 MiB body
+    assert srv.get(f"/v1/artifacts/{key}", timeout=30).body == bundle
