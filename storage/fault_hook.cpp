@@ -49,4 +49,12 @@ std::shared_ptr<PutFaultHook> fault_hook_from_env() {
   return std::make_shared<SleepHook>(put_ms, read_ms);
 }
 
+void fault_pause(const char* env_name, const std::string& what) {
+  const long ms = env_ms(env_name);
+  if (ms == 0) return;
+  std::fprintf(stderr, "kcache %s paused\n", what.c_str());
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 }  // namespace kcache::storage

@@ -39,4 +39,12 @@ class PutFaultHook {
 // The hook KCACHE_FAULT_PAUSE_PUT_MS / _READ_MS ask for, or nullptr when both are unset.
 std::shared_ptr<PutFaultHook> fault_hook_from_env();
 
+// For tests, elsewhere than a backend: when the environment variable
+// `env_name` holds N > 0, prints "kcache <what> paused" on stderr (the
+// test's event) and sleeps N ms; otherwise does nothing. Used by
+// KCACHE_FAULT_PAUSE_SCAN_MS: /v1/stats' shared scan of Redis storage
+// (server/http/admin_routes.cpp) holds its result that long, so that
+// requests sent after the line provably arrive while it runs.
+void fault_pause(const char* env_name, const std::string& what);
+
 }  // namespace kcache::storage

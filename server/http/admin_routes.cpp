@@ -10,6 +10,7 @@
 #include "server/parse_uint.hpp"
 #include "server/http/bundle_check.hpp"
 #include "server/services.hpp"
+#include "storage/fault_hook.hpp"
 
 namespace kcache::server {
 
@@ -150,7 +151,11 @@ asio::awaitable<std::shared_ptr<const Breakdown>> shared_breakdown(Services& s) 
       for (auto& f : wake) f();
     }
   } finish{w, nullptr};
-  auto scan_job = [&s] { return std::make_shared<const Breakdown>(scan_breakdown(s.backend)); };
+  auto scan_job = [&s] {
+    auto b = std::make_shared<const Breakdown>(scan_breakdown(s.backend));
+    storage::fault_pause("KCACHE_FAULT_PAUSE_SCAN_MS", "stats scan");  // tests only
+    return b;
+  };
   finish.result = co_await run_blocking(s.pool, scan_job);
   co_return finish.result;
 }
