@@ -277,3 +277,28 @@ def wait_until(pred, seconds: float, why: str, interval: float = 0.02):
 
 def wait_for_metric_at_least(srv, name: str, value: float, seconds: float = 60, why: str = "") -> None:
     wait_until(lambda: metric_value(srv, name) >= value, seconds, why or f"{name} did not reach {value}")
+
+
+class Responses:
+    """Reads HTTP/1.1 responses (with a Content-Length) off one socket, in
+    order, however the bytes are split across recv()s."""
+
+    def __init__(self, s) -> None:
+        self.s, self.data = s, b""
+
+    def _fill(self) -> None:
+        chunk = self.s.recv(65536)
+        assert chunk, self.data
+        self.data += chunk
+
+    def next(self) -> tuple[int, bytes]:
+        while b"\r\n\r\n" not in self.data:
+            self._fill()
+        head, _, rest = self.data.partition(b"\r\n\r\n")
+        length = next(int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+                      if l.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            self._fill()
+            head, _, rest = self.data.partition(b"\r\n\r\n")
+        self.data = rest[length:]
+        return int(head.split(b" ", 2)[1]), rest[:length]
