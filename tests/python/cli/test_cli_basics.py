@@ -107,13 +107,15 @@ def test_403_names_the_role_and_token_is_sent_but_never_printed(refuser):
 
 
 def test_starts_instantly_without_python_or_torch():
+    # "Instantly" because it is a native binary that loads neither Python
+    # nor torch (checked here); its start time is not asserted (a duration
+    # bound flakes on a loaded machine).
+    import pathlib
     import shutil
     import subprocess
-    import time
     from cli_harness import CLI_BIN
+    assert pathlib.Path(CLI_BIN).read_bytes()[:4] == b"\x7fELF"  # not a script run by an interpreter
     if shutil.which("ldd"):
         libs = subprocess.run(["ldd", str(CLI_BIN)], capture_output=True, text=True).stdout
         assert "python" not in libs and "torch" not in libs, libs
-    start = time.monotonic()
     assert run_cli("--help").returncode == EXIT_OK
-    assert time.monotonic() - start < 1.0

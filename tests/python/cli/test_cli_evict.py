@@ -66,16 +66,19 @@ def test_policy_removes_exactly_its_dry_run(server, name):
 
 def test_older_than(server):
     arts = populate(server)
-    time.sleep(1.2)
+    # The untouched entries are older than 3 s (ages only grow); the touched
+    # one stays younger than 3 s through both CLI runs: seconds of margin,
+    # not the 1 s two runs on a loaded machine could use up.
+    time.sleep(3.5)
     server.request("GET", f"/v1/artifacts/{arts[2].key}")  # touched: stays
-    r = run_cli("evict", "--older-than", "1s", "--dry-run", server=server)
+    r = run_cli("evict", "--older-than", "3s", "--dry-run", server=server)
     assert r.returncode == EXIT_OK, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["KEY", "LABEL", "SIZE", "LAST", "ACCESS"]
     assert lines[-1].startswith("would evict 3 entries") and "dry run" in lines[-1]
     listed = {line.split()[0] for line in lines[1:-1]}
     assert listed == {arts[0].key, arts[1].key, arts[3].key}
-    r = run_cli("evict", "--older-than", "1s", server=server)
+    r = run_cli("evict", "--older-than", "3s", server=server)
     assert r.returncode == EXIT_OK and r.stdout.splitlines()[-1].startswith("evicted 3 entries")
     assert {line.split()[0] for line in r.stdout.splitlines()[1:-1]} == listed
     assert server.keys() == {arts[2].key}

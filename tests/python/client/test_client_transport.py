@@ -136,6 +136,34 @@ def test_a_server_that_never_answers_costs_one_request_deadline(client_for):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)  # accepts (the kernel completes the handshake) and never answers
+    listener.setblocking(False)
+    conns: list[socket.socket] = []
+
+    def take_new_connections() -> int:
+        """Takes the connections the client made so far off the backlog."""
+        n = 0
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except BlockingIOError:
+                return n
+            conn.setblocking(False)
+            conns.append(conn)
+            n += 1
+
+    def requests_received() -> int:
+        data = b""
+        for conn in conns:
+            while True:
+                try:
+                    chunk = conn.recv(65536)
+                except (BlockingIOError, ConnectionResetError):
+                    break
+                if not chunk:
+                    break
+                data += chunk
+        return data.count(b" HTTP/1.1\r\n")
+
     try:
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
         c = client_for(url, "n", request_timeout_ms=700, breaker_threshold=1)
@@ -145,12 +173,20 @@ def test_a_server_that_never_answers_costs_one_request_deadline(client_for):
         took = time.monotonic() - t0
         print(f"server never answers: local after {took:.3f} s (request deadline 0.7 s)")
         assert source == "local"
-        assert 0.6 < took < 1.5
-        # The breaker is open now: the next miss does not wait at all.
+        # A deadline never fires early; the upper bound is only "one
+        # deadline, not a hang" and generous for a loaded machine.
+        assert 0.6 < took < 10
+        assert take_new_connections() >= 1
+        asked = requests_received()
+        assert asked >= 1
+        # The breaker is open now: the next miss does not contact the server
+        # at all (no new connection, no request on an old one).
         k2 = new_key()
-        t0 = time.monotonic()
         assert c.get_or_compile(k2, lambda: make_bundle(k2))[1] == "local"
-        assert time.monotonic() - t0 < 0.2
+        assert take_new_connections() == 0
+        assert requests_received() == 0  # nothing beyond what was read above
         assert c.stats()["breaker"] == "open"
     finally:
+        for conn in conns:
+            conn.close()
         listener.close()

@@ -251,3 +251,54 @@ def redis_port(redis_server):
 @pytest.fixture
 def redis_url(redis_port):
     return f"redis://127.0.0.1:{redis_port}/0?connect_timeout_ms=500&timeout_ms=2000"
+
+
+def metric_value(srv, name: str) -> float:
+    """The value of an unlabelled metric in srv's GET /metrics."""
+    for line in srv.get("/metrics", timeout=10).body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def wait_until(pred, seconds: float, why: str, interval: float = 0.02):
+    """Polls pred() until it returns something truthy (returned), or fails
+    with why after seconds. Waits on an event, not on a duration: the
+    deadline is generous because it costs nothing when things go right."""
+    deadline = time.monotonic() + seconds
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{why} (after {seconds} s)")
+        time.sleep(interval)
+
+
+def wait_for_metric_at_least(srv, name: str, value: float, seconds: float = 60, why: str = "") -> None:
+    wait_until(lambda: metric_value(srv, name) >= value, seconds, why or f"{name} did not reach {value}")
+
+
+class Responses:
+    """Reads HTTP/1.1 responses (with a Content-Length) off one socket, in
+    order, however the bytes are split across recv()s."""
+
+    def __init__(self, s) -> None:
+        self.s, self.data = s, b""
+
+    def _fill(self) -> None:
+        chunk = self.s.recv(65536)
+        assert chunk, self.data
+        self.data += chunk
+
+    def next(self) -> tuple[int, bytes]:
+        while b"\r\n\r\n" not in self.data:
+            self._fill()
+        head, _, rest = self.data.partition(b"\r\n\r\n")
+        length = next(int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+                      if l.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            self._fill()
+            head, _, rest = self.data.partition(b"\r\n\r\n")
+        self.data = rest[length:]
+        return int(head.split(b" ", 2)[1]), rest[:length]

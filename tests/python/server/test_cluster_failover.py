@@ -6,14 +6,16 @@ that (ROLE, CLUSTER INFO), never for a fixed time.
 
 What it asserts:
 - the servers keep answering: errors only between the kill and a bounded
-  window after it (measured, asserted < node timeout + 5 s), none before the
-  kill, and requests succeed after it;
+  window after it (measured and reported; asserted to end within 15 s of the
+  promotion, an event, not of the kill), none before the kill, and requests
+  succeed after it;
 - GETs never return wrong bytes;
 - with the durability setting (wait_replicas=1), every upload answered 201 is
   readable afterwards with identical bytes. After the promotion the new master
   has no replica, so its slots' uploads are refused 503 storage_not_durable
   (never 201) until the killed node is restarted and rejoins as its replica;
-  then uploads are 201 again;
+  then (once the heir's INFO replication shows it online and an upload to the
+  heir's slots through each server got 201) uploads are 201 again;
 - without it, the acknowledged uploads lost are counted and reported (not
   asserted: asynchronous replication on loopback usually loses none);
 - /metrics carries the Cluster router's counts (redirects by kind, retries by
@@ -36,12 +38,13 @@ import time
 
 import pytest
 
-from cluster_harness import REDIS_CLI, RedisCluster, cli
+from cluster_harness import REDIS_CLI, RedisCluster, cli, meta_key
 from server_harness import REDIS, make_bundle, new_key
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
 NODE_TIMEOUT_S = 3.0  # RedisCluster's --cluster-node-timeout
+ERRORS_END_AFTER_PROMOTION_S = 15.0  # the stated bound: generous, a loaded machine's router refresh is slow
 LOAD_S = 10.0
 THREADS = 4
 
@@ -125,6 +128,12 @@ class Load:
                 self._call("release", lambda: srv.request("DELETE", f"/v1/leases/{lk}",
                                                           headers={"X-Kcache-Lease": token}, timeout=10))
 
+    def ok_since_last_error(self) -> int:
+        with self.lock:
+            calls = sorted(self.calls)
+        last = max((c[1] for c in calls if c[3] == "exception" or c[3] >= 500), default=0.0)
+        return sum(1 for c in calls if c[0] > last and c[3] != "exception" and c[3] < 500)
+
     def start(self) -> None:
         for t in self.threads:
             t.start()
@@ -141,6 +150,30 @@ def check_metrics(text: str) -> None:
     if promtool:
         p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
         assert p.returncode == 0, p.stdout.decode() + p.stderr.decode()
+
+
+def uploads_to_heir_succeed(cluster: RedisCluster, heir: int, servers, load: "Load") -> float:
+    """Uploads an entry whose slot the heir serves through each server until
+    each answers 201 (the ones answered 201 join load.acked, read back
+    later); returns when both did."""
+    for srv in servers:
+        def put_ok() -> bool:
+            while True:
+                key = new_key()
+                if not cli(heir, "TYPE", meta_key(key)).startswith("MOVED"):
+                    break
+            bundle = make_bundle(key)
+            try:
+                r = srv.put_artifact(key, bundle)
+            except OSError:
+                return False
+            if r.status != 201:
+                return False
+            with load.lock:
+                load.acked[key] = bundle
+            return True
+        wait_until(put_ok, 60, "no upload to the heir's slots answered 201")
+    return time.monotonic()
 
 
 def restart_node(cluster: RedisCluster, port: int) -> None:
@@ -199,8 +232,16 @@ def run(cluster: RedisCluster, durable: bool, start_server) -> None:
         t_rejoined = wait_until(
             lambda: cli(victim, "ROLE").split()[:3] == ["slave", "127.0.0.1", str(heir)]
             and "connected" in cli(victim, "ROLE"), 30, "the restarted node never rejoined as a replica")
-    # Keep the load going past the event, so the servers are seen answering after it.
-    wait_until(lambda: time.monotonic() >= max(t_start + LOAD_S, (t_rejoined or t_promoted) + 2.0), 40, "")
+        # WAIT counts only replicas online: the heir must say so.
+        wait_until(lambda: "state=online" in cli(heir, "INFO", "replication"), 60,
+                   "the heir never saw its new replica online")
+    # The event the checks below start from: an upload to the heir's slots
+    # answered 201 through each server (durable again, or with the slot map
+    # re-read), instead of fixed offsets after the rejoin or the promotion.
+    t_ready = uploads_to_heir_succeed(cluster, heir, servers, load)
+    # Keep the load going past the event, until the servers are seen answering after the last error.
+    wait_until(lambda: time.monotonic() >= max(t_start + LOAD_S, t_ready + 2.0), 40, "")
+    wait_until(lambda: load.ok_since_last_error() >= 20, 60, "the servers did not keep answering after the failover")
     load.finish()
 
     calls = sorted(load.calls)
@@ -216,14 +257,16 @@ def run(cluster: RedisCluster, durable: bool, start_server) -> None:
         assert not not_durable
     else:
         assert all(c[2] == "put" for c in not_durable), not_durable[:5]
-        assert all(c[0] < t_rejoined + 1.0 for c in not_durable), "still not durable after the replica rejoined"
+        assert all(c[0] < t_ready for c in not_durable), "still not durable after uploads to the heir were 201"
     window = max((c[1] for c in other), default=t_kill) - t_kill
-    bound = NODE_TIMEOUT_S + 5.0
-    assert window < bound, f"errors for {window:.1f} s after the kill (bound {bound} s): {other[-5:]}"
+    since_promotion = t_kill + window - t_promoted
+    assert since_promotion < ERRORS_END_AFTER_PROMOTION_S, (
+        f"errors for {window:.1f} s after the kill, {since_promotion:.1f} s after the promotion "
+        f"(bound {ERRORS_END_AFTER_PROMOTION_S} s after it): {other[-5:]}")
     after = [c for c in calls if c[0] > t_kill + window]
     ok_after = [c for c in after if c[3] != "exception" and c[3] < 500]
     assert len(ok_after) >= 20, "the servers did not keep answering after the failover"
-    puts_after = [c for c in after if c[2] == "put" and c[0] > (t_rejoined or t_promoted) + 0.5]
+    puts_after = [c for c in after if c[2] == "put" and c[0] > t_ready]
     assert puts_after and all(c[3] == 201 for c in puts_after), puts_after[:5]
 
     # The router's counts, in /metrics: the dead node was met and the slot

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cluster_harness import REDIS_CLI, RedisCluster, cli
-from server_harness import REDIS, make_bundle, new_key
+from server_harness import REDIS, make_bundle, metric_value, new_key, wait_for_metric_at_least
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
@@ -71,9 +71,12 @@ def test_landing_through_a_wakes_a_waiter_on_b_at_another_node(pair):
         r = b.get(f"/v1/artifacts/{key}?wait_ms=120000", timeout=150)
         got.update(status=r.status, body=r.body, seconds=time.monotonic() - t0)
 
+    waited_before = metric_value(b, "kcache_leases_waited_total")
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.5)  # the GET is parked on B
+    # The GET is parked on B: B counts a waiting GET just before it parks.
+    wait_for_metric_at_least(b, "kcache_leases_waited_total", waited_before + 1, 60,
+                             "the GET did not park on B")
     assert t.is_alive()
     bundle = make_bundle(key)
     put = a.put_artifact(key, bundle, headers={"X-Kcache-Lease": token})

@@ -102,31 +102,42 @@ def test_expired_holder_is_overtaken_after_ttl(start_server):
 
 
 def test_renewing_holder_is_never_overtaken(start_server):
-    srv = start_server(args=["--lease-ttl-ms", "500"])
+    # A TTL with seconds of slack over the renew interval (a loaded machine
+    # may delay a renew by much more than 0.35 s), and a check that runs
+    # until the lease is provably older than two TTLs: without its renewals
+    # it would have expired and been granted to the contender.
+    ttl_s = 3.0
+    srv = start_server(args=["--lease-ttl-ms", str(int(ttl_s * 1000))])
     key = new_key()
     token = lease(srv, key).json()["lease"]
+    acquired = time.monotonic()  # the lease was granted before this: its age is at least now - acquired
     stop = threading.Event()
     failures = []
+    renewed = []
 
     def renew_loop():
         while not stop.is_set():
             r = srv.request("POST", f"/v1/leases/{key}/renew", headers={"X-Kcache-Lease": token})
-            if r.status != 200:
+            if r.status == 200:
+                renewed.append(1)
+            else:
                 failures.append(r.status)
-            stop.wait(0.15)
+            stop.wait(0.2)
 
     t = threading.Thread(target=renew_loop)
     t.start()
     try:
-        deadline = time.monotonic() + 2.0  # four TTLs
-        while time.monotonic() < deadline:
+        contended = 0
+        while time.monotonic() - acquired <= 2 * ttl_s or len(renewed) < 3:
             r = lease(srv, key)
             assert r.status == 409, r.body
+            contended += 1
             time.sleep(0.1)
     finally:
         stop.set()
         t.join()
     assert not failures
+    assert len(renewed) >= 3 and contended >= 1
     assert srv.put_artifact(key, make_bundle(key), headers={"X-Kcache-Lease": token}).json()["lease_released"]
 
 

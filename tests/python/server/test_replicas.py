@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from server_harness import REDIS, make_bundle, new_key
+from server_harness import REDIS, make_bundle, metric_value, new_key, wait_for_metric_at_least
 
 pytestmark = pytest.mark.skipif(REDIS is None, reason="redis-server not installed")
 
@@ -70,9 +70,12 @@ def test_waiter_on_b_gets_the_put_through_a(pair):
         got.update(status=r.status, body=r.body, waited=r.headers.get("x-kcache-waited-ms"),
                    seconds=time.monotonic() - t0)
 
+    waited_before = metric_value(b, "kcache_leases_waited_total")
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.5)  # the GET is parked on B
+    # The GET is parked on B: B counts a waiting GET just before it parks.
+    wait_for_metric_at_least(b, "kcache_leases_waited_total", waited_before + 1, 60,
+                             "the GET did not park on B")
     assert t.is_alive()
     bundle = make_bundle(key)
     put = a.put_artifact(key, bundle, headers={"X-Kcache-Lease": token})
@@ -97,9 +100,12 @@ def test_release_on_a_ends_the_wait_on_b(pair):
         got["status"] = b.get(f"/v1/artifacts/{key}?wait_ms=120000", timeout=150).status
         got["seconds"] = time.monotonic() - t0
 
+    waited_before = metric_value(b, "kcache_leases_waited_total")
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.5)
+    # The GET is parked on B: B counts a waiting GET just before it parks.
+    wait_for_metric_at_least(b, "kcache_leases_waited_total", waited_before + 1, 60,
+                             "the GET did not park on B")
     assert a.request("DELETE", f"/v1/leases/{key}", headers={"X-Kcache-Lease": token}).status == 204
     t.join(150)
     assert got["status"] == 404 and got["seconds"] < 30  # the release, not the 120 s wait

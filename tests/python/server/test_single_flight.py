@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from server_harness import make_bundle, new_key
+from server_harness import make_bundle, metric_value, new_key, wait_for_metric_at_least
 
 CLIENTS = 32
 WAIT_MS = 120000
-COMPILE_S = 0.5
 
 
 def test_32_clients_one_lease_all_get_the_artifact(server):
@@ -18,6 +17,7 @@ def test_32_clients_one_lease_all_get_the_artifact(server):
     barrier = threading.Barrier(CLIENTS)
     results: list[dict] = [dict() for _ in range(CLIENTS)]
     put_done_at = {}
+    waited_before = metric_value(server, "kcache_leases_waited_total")
 
     def client(i: int):
         res = results[i]
@@ -30,7 +30,11 @@ def test_32_clients_one_lease_all_get_the_artifact(server):
         res["lease_status"] = r.status
         if r.status == 201:
             token = r.json()["lease"]
-            time.sleep(COMPILE_S)  # "compile"
+            # "Compile" until every other client has parked its waiting GET
+            # (the counter rises just before a GET parks; a PUT after that
+            # always wakes it), so all of them are woken by this landing.
+            wait_for_metric_at_least(server, "kcache_leases_waited_total", waited_before + CLIENTS - 1, 60,
+                                     "not every other client parked a waiting GET")
             p = server.put_artifact(key, bundle, headers={"X-Kcache-Lease": token})
             put_done_at["t"] = time.monotonic()
             res["put"] = p.status
@@ -55,14 +59,16 @@ def test_32_clients_one_lease_all_get_the_artifact(server):
     assert all(r.get("artifact") == bundle for r in results), [
         (r.get("lease_status"), r.get("wait_status")) for r in results]
     waiters = [r for r in results if "woke_at" in r]
-    assert len(waiters) >= CLIENTS - 2  # all but the holder (and at most a straggler that saw it land)
+    assert len(waiters) == CLIENTS - 1  # all but the holder: the PUT waited for each to park
     lat_ms = sorted((r["woke_at"] - put_done_at["t"]) * 1000 for r in waiters)
     worst = max(0.0, lat_ms[-1])
     print(f"\nsingle-flight: {len(waiters)} waiters; wake latency after PUT returned: "
           f"median {lat_ms[len(lat_ms) // 2]:.1f} ms, max {worst:.1f} ms (wait_ms={WAIT_MS})")
-    # Woken by the landing, not by a poll or by wait_ms running out (a bound
-    # far from both, safe on a loaded machine; the latency itself is
-    # printed above and measured in bench/server).
-    assert worst < 0.25 * WAIT_MS
+    # Woken by the landing, not by wait_ms running out: each waiting GET
+    # answered 200 with the artifact (checked above) long before a
+    # WAIT_MS expiry could have; the latency is printed above and measured
+    # in bench/server, not asserted here.
+    assert all(r["wait_status"] == 200 for r in waiters)
     stats = server.get("/v1/stats").json()
     assert stats["leases"]["waited"] >= len(waiters)
+    assert metric_value(server, "kcache_leases_waited_total") - waited_before == CLIENTS - 1

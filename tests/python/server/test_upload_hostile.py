@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from server_harness import make_bundle, new_key, read_until_quiet, status_of
+from server_harness import make_bundle, new_key, read_until_quiet, status_of, wait_until
 from test_resp_hostile import closed_by_server
 
 MIB = 1 << 20
@@ -91,9 +91,20 @@ def test_upload_bytes_in_flight_are_bounded_server_wide(start_server):
     assert srv.get("/healthz").status == 200
     for s in held:  # the writers go away: their bytes return to the budget
         s.close()
-    time.sleep(0.3)
-    again = start_upload(srv, 60 * MIB)
-    time.sleep(0.3)
+
+    def upload_accepted():
+        # Retried while the server has not yet seen the writers go: until
+        # then it answers uploads_busy, as above.
+        s = start_upload(srv, 60 * MIB)
+        reply = read_until_quiet(s, 0.5)
+        if not reply:
+            return s
+        s.close()
+        assert status_of(reply) == 503 and b"uploads_busy" in reply, reply[:300]
+        return None
+
+    again = wait_until(upload_accepted, 30, "the closed writers' bytes did not return to the budget",
+                       interval=0.05)
     assert not closed_by_server(again, 0.5)  # accepted, waiting for its body
     again.close()
 
