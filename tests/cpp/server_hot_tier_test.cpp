@@ -41,10 +41,12 @@ TEST(HotTier, TouchAtMostOncePerInterval) {
   HotTier t(1000, 1000);
   EXPECT_FALSE(t.needs_touch("a"));  // absent
   t.put("a", bytes(10), t.generation());
-  EXPECT_FALSE(t.needs_touch("a", std::chrono::milliseconds(50)));  // just read from the backend
+  // The FALSE checks use an hour, so a stalled machine cannot pass the
+  // interval between two lines; the TRUE one follows a sleep longer than it.
+  EXPECT_FALSE(t.needs_touch("a", std::chrono::hours(1)));  // just read from the backend
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   EXPECT_TRUE(t.needs_touch("a", std::chrono::milliseconds(50)));
-  EXPECT_FALSE(t.needs_touch("a", std::chrono::milliseconds(50)));
+  EXPECT_FALSE(t.needs_touch("a", std::chrono::hours(1)));  // touched just now
 }
 
 TEST(HotTier, AFillThatRacedAnEraseIsDropped) {

@@ -40,11 +40,16 @@ TEST(LeaseTable, GrantConflictRenewRelease) {
 }
 
 TEST(LeaseTable, ExpiresByItselfAndCountsOnce) {
-  auto t = make_in_process_lease_table(100);
+  // A 1 s TTL: live right after acquire even on a stalled machine; then
+  // waited out by polling (no fixed sleep to outlast).
+  auto t = make_in_process_lease_table(1000);
   auto g = t->acquire(k_key, "dead holder");
   ASSERT_TRUE(g.granted);
   ASSERT_TRUE(t->live_until(k_key));
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (t->live_until(k_key) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_FALSE(t->live_until(k_key));
   EXPECT_EQ(t->renew(k_key, g.token).outcome, LeaseOutcome::no_lease);
   auto g2 = t->acquire(k_key, "next");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -117,7 +118,15 @@ class RedisServer final : public RedisCli {
       ::execvp("redis-server", const_cast<char* const*>(argv.data()));
       ::_exit(127);
     }
-    for (int i = 0; i < 200 && !port_accepts(port_); ++i) {
+    // Up to 20 s (a loaded machine); a child that exited (the port was
+    // taken meanwhile) is said at once rather than waited for.
+    for (int i = 0; i < 2000 && !port_accepts(port_); ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        std::fprintf(stderr, "redis-server on port %d exited at start (status %d)\n", port_, status);
+        pid_ = -1;
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }

@@ -219,8 +219,10 @@ class RedisCluster:
                 return done
             self.wait_agreed()
 
-    def url(self, first: int | None = None, query: str = "?connect_timeout_ms=500&timeout_ms=2000") -> str:
-        """A URL whose first seed is node `first` (where that server subscribes)."""
+    def url(self, first: int | None = None, query: str = "?connect_timeout_ms=500&timeout_ms=5000") -> str:
+        """A URL whose first seed is node `first` (where that server subscribes).
+        A 5 s operation timeout: a master busy with a replica's full sync on a
+        loaded machine can take past 2 s to answer a 2 MB write."""
         first = self.ports[0] if first is None else first
         order = [first] + [p for p in self.ports if p != first]
         return "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in order) + "/" + query
