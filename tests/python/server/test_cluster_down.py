@@ -67,6 +67,7 @@ def test_a_get_made_while_the_cluster_is_down_for_a_moment_answers_once_it_is_up
         assert r.status == 200 and r.body == bundle, (r.status, r.body[:200], took)
         retried = (after['kcache_redis_cluster_retries_total{reason="clusterdown"}']
                    - before['kcache_redis_cluster_retries_total{reason="clusterdown"}'])
+        print(f"\nGET during CLUSTERDOWN: {r.status} after {took:.2f} s, {retried:.0f} clusterdown retries")
         assert retried >= 1, (before, after)  # it did meet CLUSTERDOWN, and rode it out
         assert after["kcache_redis_cluster_failed_calls_total"] == before["kcache_redis_cluster_failed_calls_total"]
         wait_state(serving, "ok", 30)
