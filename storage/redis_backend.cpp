@@ -10,6 +10,7 @@
 #include "storage/disk_files.hpp"
 #include "storage/entry_query.hpp"
 #include "storage/redis_cluster.hpp"
+#include "storage/redis_index.hpp"
 #include "storage/redis_link.hpp"
 #include "storage/redis_pool.hpp"
 #include "storage/redis_range_read.hpp"
@@ -23,9 +24,10 @@ using Bytes = std::vector<std::uint8_t>;
 using redis::Args;
 using redis::Reply;
 
-constexpr std::string_view k_lru = "kcache:{index}:lru";
-constexpr std::string_view k_sizes = "kcache:{index}:sizes";
-constexpr std::string_view k_usage = "kcache:{index}:usage";
+using redis::k_keys;
+using redis::k_lru;
+using redis::k_sizes;
+using redis::k_usage;
 
 using redis::chunk_prefix;
 using redis::exec_reply;
@@ -101,7 +103,7 @@ class RedisBackend final : public Backend {
     if (outcome < 0) return make_error(Errc::timeout, "redis: temp chunks expired before publish");
     // Not atomic with the publish (in a Cluster the index is in another
     // slot); an entry missed here is re-indexed by verify().
-    auto idx = link_->command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, key, now, size});
+    auto idx = link_->command({"EVAL", redis::k_index_add_script, "4", k_lru, k_sizes, k_usage, k_keys, key, now, size});
     if (!idx) return idx.error();
     // Indexed even when not durable: the entry is on the master and must be
     // counted and evictable; the caller is told it is not safely stored.
@@ -129,11 +131,19 @@ class RedisBackend final : public Backend {
     return Ok{};
   }
 
+  // Key order (the default, and what `kcache ls`, stats and transfers page
+  // by) reads the keys zset from the cursor on, a batch at a time, until
+  // limit + 1 entries match: a page costs what it shows plus what its
+  // filters skip, not the whole index. Other orders still read the whole
+  // index per page (make_page).
   Result<ListPage> list(const ListQuery& query) override {
-    auto all = all_entries();
+    if (query.sort == SortBy::key) return redis::page_by_key(*link_, query);
+    auto all = redis::all_entries(*link_);
     if (!all) return all.error();
     return make_page(std::move(*all), query);
   }
+
+  Status backfill_key_order() { return redis::backfill_key_order(*link_); }
 
   Result<Usage> usage() override {
     auto r = link_->command({"HMGET", k_usage, "entries", "bytes"});
@@ -143,7 +153,7 @@ class RedisBackend final : public Backend {
   }
 
   Result<EvictReport> evict(const EvictPolicy& policy) override {
-    auto all = all_entries();
+    auto all = redis::all_entries(*link_);
     if (!all) return all.error();
     auto u = usage();
     if (!u) return u.error();
@@ -162,7 +172,7 @@ class RedisBackend final : public Backend {
 
   Result<VerifyReport> verify(const Verifier& verifier, bool remove) override {
     if (auto s = reindex(); !s) return s.error();
-    auto all = all_entries();
+    auto all = redis::all_entries(*link_);
     if (!all) return all.error();
     VerifyReport report;
     for (const Entry& e : *all) {
@@ -328,42 +338,9 @@ class RedisBackend final : public Backend {
   Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha) {
     std::string mk = meta_key(key);
     auto r = link_->pipeline({{"EVAL", redis::k_delete_script, "1", mk, sha},
-                              {"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, key}});
+                              {"EVAL", redis::k_index_remove_script, "4", k_lru, k_sizes, k_usage, k_keys, key}});
     if (!r) return r.error();
     return num((*r)[0].get());
-  }
-
-  // Every indexed entry's metadata; index members without meta are dropped.
-  Result<std::vector<Entry>> all_entries() {
-    auto members = link_->command({"ZRANGE", k_lru, "0", "-1"});
-    if (!members) return members.error();
-    std::vector<std::string> keys;
-    for (std::size_t i = 0; i < (*members)->elements; ++i) keys.push_back(str((*members)->element[i]));
-    std::vector<Entry> out;
-    constexpr std::size_t k_batch = 512;
-    for (std::size_t start = 0; start < keys.size(); start += k_batch) {
-      std::vector<std::string> mks;
-      std::vector<Args> cmds;
-      std::size_t end = std::min(keys.size(), start + k_batch);
-      for (std::size_t i = start; i < end; ++i) mks.push_back(meta_key(keys[i]));
-      for (const auto& mk : mks) {
-        Args a = {"HMGET", mk};
-        for (const char* f : redis::k_meta_fields) a.push_back(f);
-        cmds.push_back(std::move(a));
-      }
-      auto r = link_->pipeline(cmds);  // a Cluster splits it per node
-      if (!r) return r.error();
-      for (std::size_t i = start; i < end; ++i) {
-        const redisReply* m = (*r)[i - start].get();
-        if (m->element[0]->type == REDIS_REPLY_NIL) {
-          auto gone = link_->command({"EVAL", redis::k_index_remove_script, "3", k_lru, k_sizes, k_usage, keys[i]});
-          if (!gone) return gone.error();
-          continue;
-        }
-        out.push_back(parse_entry(keys[i], m, 0));
-      }
-    }
-    return out;
   }
 
   // Adds entries whose publish landed but whose index update did not
@@ -377,7 +354,7 @@ class RedisBackend final : public Backend {
       if (!m) return m.error();
       std::string size = str((*m)->element[0]), last = str((*m)->element[1]);
       if (size.empty()) continue;
-      auto add = link_->command({"EVAL", redis::k_index_add_script, "3", k_lru, k_sizes, k_usage, hex,
+      auto add = link_->command({"EVAL", redis::k_index_add_script, "4", k_lru, k_sizes, k_usage, k_keys, hex,
                                  last.empty() ? "0" : last, size});
       if (!add) return add.error();
     }
@@ -429,6 +406,7 @@ Status check_options(const RedisOptions& options) {
 
 Result<std::unique_ptr<Backend>> checked(std::unique_ptr<RedisBackend> backend) {
   if (auto s = backend->ping(); !s) return s.error();
+  if (auto s = backend->backfill_key_order(); !s) return s.error();
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

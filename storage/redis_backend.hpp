@@ -4,7 +4,7 @@
 // is either one pool or the Cluster router (storage/redis_cluster.hpp).
 //
 // Key scheme (one hash tag per entry, so a Cluster keeps an entry in one
-// slot; the three index keys share the tag {index}, so one slot too):
+// slot; the four index keys share the tag {index}, so one slot too):
 //   kcache:{<hex>}:meta                 hash: size sha256 chunks created_ms
 //                                        last_access_ms hits label target mode
 //                                        dtype toolchain compile_ms
@@ -15,6 +15,9 @@
 //   kcache:{index}:lru                  zset member=<hex> score=last access ms
 //   kcache:{index}:sizes                hash <hex> -> size
 //   kcache:{index}:usage                hash entries, bytes
+//   kcache:{index}:keys                 zset member=<hex> score=0: key order,
+//                                        paged by list() (ZRANGE BYLEX;
+//                                        filled from lru at open if short)
 // put(): SET the temp chunks with a TTL, [fault hook], then one Lua script
 // on the entry's keys commits only if the meta key is absent (RENAME +
 // PERSIST each chunk, HSET meta); a second script adds it to the index. A

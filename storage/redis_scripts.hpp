@@ -66,8 +66,12 @@ redis.call('DEL', KEYS[1])
 return tonumber(m[2])
 )lua";
 
-// KEYS: lru zset, sizes hash, usage hash. ARGV: hex, score, size.
+// KEYS: lru zset, sizes hash, usage hash, keys zset (every member at
+// score 0: the key order list() pages by). ARGV: hex, score, size. The keys
+// zset is written whether or not the entry was indexed already, so an
+// index from before it existed fills in as entries are re-indexed.
 inline constexpr const char* k_index_add_script = R"lua(
+redis.call('ZADD', KEYS[4], 'NX', 0, ARGV[1])
 if redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1]) == 1 then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
   redis.call('HINCRBY', KEYS[3], 'entries', 1)
@@ -79,6 +83,7 @@ return 0
 
 // KEYS: as above. ARGV: hex.
 inline constexpr const char* k_index_remove_script = R"lua(
+redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   local size = redis.call('HGET', KEYS[2], ARGV[1]) or '0'
   redis.call('HDEL', KEYS[2], ARGV[1])

@@ -15,6 +15,6 @@ run() {  # name, pytest selection...
   tail -1 "$out/$name.log"
 }
 run inspection_reads tests/python/server/test_upload_hostile.py -k reads_only
-run paging_copies tests/python/server/test_upload_hostile.py -k "paging or share_one_scan"
+run paging_copies tests/python/server/test_upload_hostile.py -k "paging or share_one_scan or pages_by_key"
 run redis_upload_memory tests/python/server/test_upload_spool.py -k "redis_storage or 64_mib_upload_sent_slowly"
 run cluster_down tests/python/server/test_cluster_down.py

@@ -368,3 +368,52 @@ def test_paging_and_stats_copy_no_whole_index(start_server):
     stats = srv.get("/v1/stats").json()
     assert stats["by_mode"]["resp"]["entries"] == n - 2 == stats["storage"]["entries"]
     assert stats["by_mode"]["resp"]["hits"] >= 1
+
+
+def test_redis_storage_pages_by_key_without_reading_the_whole_index(start_server, redis_url, redis_server):
+    # Before: on Redis storage every GET /v1/entries page read the whole
+    # index (every entry's meta) and sorted it: paging through n entries
+    # copied n × n / limit. Now key order reads the index's keys zset from
+    # the cursor on: a page copies the limit + 1 entries it needs. A store
+    # indexed before the keys zset existed gets it filled at open.
+    import redis
+
+    n, limit = 10000, 1000
+    srv = start_server(args=["--resp-listen", "127.0.0.1:0"], storage=redis_url)
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    for base in range(0, n, 5000):
+        p = r.pipeline(transaction=False)
+        for i in range(base, base + 5000):
+            p.set(f"fill:{i}", b"v")
+        p.execute()
+
+    def page_through(server, order: str) -> tuple[list[str], int, int]:
+        c0 = entries_copied(server)
+        seen, cursor, pages = [], None, 0
+        while True:
+            q = f"/v1/entries?limit={limit}&sort=key&order={order}" + (f"&cursor={cursor}" if cursor else "")
+            page = server.get(q, timeout=60).json()
+            seen += [e["key"] for e in page["entries"]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return seen, pages, entries_copied(server) - c0
+
+    for order in ("asc", "desc"):
+        seen, pages, copied = page_through(srv, order)
+        print(f"\nredis storage, sort=key order={order}: {pages} pages, {copied} entries copied")
+        assert len(seen) == n == len(set(seen)) and seen == sorted(seen, reverse=order == "desc")
+        assert copied <= pages * (limit + 1), (order, pages, copied)
+    # A label filter that matches nothing reads the index once, not per page.
+    c0 = entries_copied(srv)
+    assert srv.get("/v1/entries?limit=10&sort=key&label_prefix=nothing/", timeout=60).json()["entries"] == []
+    assert entries_copied(srv) - c0 == n
+
+    # The keys zset lost (a store from before it): the next server fills it.
+    srv.stop()
+    direct = redis.Redis(port=redis_server.port, socket_timeout=30)
+    assert direct.delete("kcache:{index}:keys") == 1
+    srv2 = start_server(storage=redis_url)
+    assert direct.zcard("kcache:{index}:keys") == n
+    seen, pages, copied = page_through(srv2, "asc")
+    assert len(seen) == n and seen == sorted(seen) and copied <= pages * (limit + 1)
