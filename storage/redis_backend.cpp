@@ -30,6 +30,7 @@ using redis::k_sizes;
 using redis::k_usage;
 
 using redis::chunk_prefix;
+using redis::exec_of_meta_read;
 using redis::exec_reply;
 using redis::meta_key;
 using redis::num;
@@ -290,13 +291,10 @@ class RedisBackend final : public Backend {
     }
     auto r = link_->pipeline(cmds);
     if (!r) return r.error();
-    auto exec = exec_reply((*r)[3].get(), 2);
+    auto exec = exec_of_meta_read((*r)[3].get());
     if (!exec) return exec.error();
     const redisReply* tx = *exec;
     const redisReply* m = tx->element[0];
-    if (m->type != REDIS_REPLY_ARRAY || m->element[0]->type == REDIS_REPLY_NIL) {
-      return make_error(Errc::not_found, "no such object");
-    }
     std::uint64_t size = static_cast<std::uint64_t>(num(m->element[0]));
     std::int64_t chunks = num(m->element[2]);
     std::string created = str(m->element[3]);

@@ -12,13 +12,10 @@ Result<std::vector<std::uint8_t>> read_range_once(RedisLink& link, const std::st
   std::string mk = meta_key(key), prefix = chunk_prefix(key);
   auto r = link.pipeline({{"MULTI"}, {"HMGET", mk, "size", "chunks", "created_ms"}, {"STRLEN", prefix + "0"}, {"EXEC"}});
   if (!r) return r.error();
-  auto exec = exec_reply((*r)[3].get(), 2);
+  auto exec = exec_of_meta_read((*r)[3].get());
   if (!exec) return exec.error();
   const redisReply* tx = *exec;
   const redisReply* m = tx->element[0];
-  if (m->type != REDIS_REPLY_ARRAY || m->element[0]->type == REDIS_REPLY_NIL) {
-    return make_error(Errc::not_found, "no such object");
-  }
   auto size = static_cast<std::uint64_t>(num(m->element[0]));
   auto chunks = static_cast<std::uint64_t>(num(m->element[1]));
   std::string created = str(m->element[2]);

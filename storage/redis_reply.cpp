@@ -39,4 +39,14 @@ Result<const redisReply*> exec_reply(const redisReply* r, std::size_t elements) 
   return r;
 }
 
+Result<const redisReply*> exec_of_meta_read(const redisReply* r) {
+  auto tx = exec_reply(r, 2);
+  if (!tx) return tx.error();
+  const redisReply* m = (*tx)->element[0];
+  if (m->type != REDIS_REPLY_ARRAY || m->elements == 0 || m->element[0]->type == REDIS_REPLY_NIL) {
+    return make_error(Errc::not_found, "no such object");
+  }
+  return tx;
+}
+
 }  // namespace kcache::storage::redis

@@ -32,4 +32,9 @@ Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first
 // queued command); Errc::internal otherwise (an aborted transaction: nil).
 Result<const redisReply*> exec_reply(const redisReply* r, std::size_t elements);
 
+// The EXEC reply of a MULTI, HMGET <meta> ..., one more command, EXEC block
+// (a read's first round trip), checked as above; Errc::not_found when the
+// entry has no meta (its first field is nil).
+Result<const redisReply*> exec_of_meta_read(const redisReply* r);
+
 }  // namespace kcache::storage::redis

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pki import pki  # noqa: F401 - the module's certificates, as a fixture
-from server_harness import make_bundle, new_key
+from server_harness import Responses, make_bundle, new_key
 from test_tls import client_ctx, https, tls_args
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
@@ -44,30 +44,6 @@ def wait_for_metric(srv, ctx, line: str, seconds: float, why: str) -> None:
 def tls_connect(srv, ctx) -> ssl.SSLSocket:
     raw = socket.create_connection((srv.host, srv.port), timeout=10)
     return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
-
-
-class Responses:
-    """Reads HTTP/1.1 responses (with a Content-Length) off one socket, in order."""
-
-    def __init__(self, s: ssl.SSLSocket) -> None:
-        self.s, self.data = s, b""
-
-    def _fill(self) -> None:
-        chunk = self.s.recv(65536)
-        assert chunk, self.data
-        self.data += chunk
-
-    def next(self) -> tuple[int, bytes]:
-        while b"\r\n\r\n" not in self.data:
-            self._fill()
-        head, _, rest = self.data.partition(b"\r\n\r\n")
-        length = next(int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
-                      if l.lower().startswith(b"content-length:"))
-        while len(rest) < length:
-            self._fill()
-            head, _, rest = self.data.partition(b"\r\n\r\n")
-        self.data = rest[length:]
-        return int(head.split(b" ", 2)[1]), rest[:length]
 
 
 def test_a_waiting_get_whose_tls_client_sent_close_notify_gives_its_slot_back(start_server, pki):

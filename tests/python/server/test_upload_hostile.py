@@ -197,6 +197,20 @@ def test_expired_leases_make_room_at_the_cap(start_server, lease_storage):
     assert srv.get("/v1/stats").json()["leases"]["expired"] >= 1
 
 
+def fill_over_resp(srv, n: int, sized: bool = False):
+    """n entries fill:0 … fill:<n-1> stored over RESP (value "v", or 1-7
+    bytes with `sized`), 5000 per pipeline; returns the RESP client."""
+    import redis
+
+    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
+    for base in range(0, n, 5000):
+        p = r.pipeline(transaction=False)
+        for i in range(base, base + 5000):
+            p.set(f"fill:{i}", b"v" * (i % 7 + 1) if sized else b"v")
+        p.execute()
+    return r
+
+
 def test_concurrent_stats_share_one_scan_of_the_store(start_server, redis_url):
     # /v1/stats breaks usage down by target and mode; on Redis storage (disk
     # and memory keep counters) that is a scan of the whole store (up to
@@ -206,17 +220,10 @@ def test_concurrent_stats_share_one_scan_of_the_store(start_server, redis_url):
     # is held after it has read the store (KCACHE_FAULT_PAUSE_SCAN_MS, whose
     # log line is the event); the fifteen sent after the line arrive while
     # it runs and share it.
-    import redis
-
     n = 20000
     srv = start_server(args=["--resp-listen", "127.0.0.1:0"], storage=redis_url,
                        env={"KCACHE_FAULT_PAUSE_SCAN_MS": "3000"})
-    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
-    for base in range(0, n, 5000):
-        p = r.pipeline(transaction=False)
-        for i in range(base, base + 5000):
-            p.set(f"fill:{i}", b"v")
-        p.execute()
+    r = fill_over_resp(srv, n)
     e0 = entries_copied(srv)
     assert srv.get("/v1/stats", timeout=60).json()["storage"]["entries"] == n
     assert entries_copied(srv) - e0 == n  # one request: one scan of every entry
@@ -329,16 +336,9 @@ def test_paging_and_stats_copy_no_whole_index(start_server):
     # the limit + 1 entries it needs (key order: from the cursor on; other
     # orders: one pass keeping a bounded heap of pointers), and the
     # breakdown comes from counters the store keeps on put/remove/get.
-    import redis
-
     n, limit = 40000, 1000
     srv = start_server(args=["--resp-listen", "127.0.0.1:0"])
-    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
-    for base in range(0, n, 5000):
-        p = r.pipeline(transaction=False)
-        for i in range(base, base + 5000):
-            p.set(f"fill:{i}", b"v" * (i % 7 + 1))
-        p.execute()
+    r = fill_over_resp(srv, n, sized=True)
     c0 = entries_copied(srv)
     stats = srv.get("/v1/stats").json()
     assert stats["storage"]["entries"] == n
@@ -380,12 +380,7 @@ def test_redis_storage_pages_by_key_without_reading_the_whole_index(start_server
 
     n, limit = 10000, 1000
     srv = start_server(args=["--resp-listen", "127.0.0.1:0"], storage=redis_url)
-    r = redis.Redis(port=srv.resp_port, socket_timeout=30)
-    for base in range(0, n, 5000):
-        p = r.pipeline(transaction=False)
-        for i in range(base, base + 5000):
-            p.set(f"fill:{i}", b"v")
-        p.execute()
+    r = fill_over_resp(srv, n)
 
     def page_through(server, order: str) -> tuple[list[str], int, int]:
         c0 = entries_copied(server)
