@@ -5,10 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bench/evidence
+# The build measured: the commit, and whether the tree differs from it
+# (the logs this script rewrites do not count).
+rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/evidence' || echo '+dirty')"
 run() {  # name, pytest selection...
   local name=$1; shift
   {
-    echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')"
+    echo "# $(date -u +%FT%TZ) commit $rev"
     echo "# .venv/bin/python -m pytest -q -s $*"
     .venv/bin/python -m pytest -q -s "$@" 2>&1 | grep -v '^\s*$'
   } > "$out/$name.log"
