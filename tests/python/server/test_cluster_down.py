@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cluster_harness import REDIS_CLI, RedisCluster, cli, key_slot, meta_key
-from server_harness import REDIS, make_bundle, new_key
+from server_harness import REDIS, make_bundle, new_key, wait_until
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
@@ -34,10 +34,8 @@ def cluster_counts(srv) -> dict[str, float]:
 
 
 def wait_state(port: int, state: str, limit: float) -> None:
-    deadline = time.monotonic() + limit
-    while f"cluster_state:{state}" not in cli(port, "CLUSTER", "INFO"):
-        assert time.monotonic() < deadline, f"node {port} never reached cluster_state:{state}"
-        time.sleep(0.01)
+    wait_until(lambda: f"cluster_state:{state}" in cli(port, "CLUSTER", "INFO"), limit,
+               f"node {port} never reached cluster_state:{state}", interval=0.01)
 
 
 def test_a_get_made_while_the_cluster_is_down_for_a_moment_answers_once_it_is_up(start_server, tmp_path):

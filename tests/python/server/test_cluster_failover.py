@@ -39,7 +39,7 @@ import time
 import pytest
 
 from cluster_harness import REDIS_CLI, RedisCluster, cli, meta_key
-from server_harness import REDIS, make_bundle, new_key
+from server_harness import REDIS, make_bundle, new_key, wait_until
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
@@ -63,14 +63,6 @@ def replica_of(cluster: RedisCluster, master: int) -> int:
         if role[:1] == ["slave"] and int(role[2]) == master:
             return p
     raise AssertionError(f"no replica of {master}")
-
-
-def wait_until(pred, limit: float, what: str) -> float:
-    deadline = time.monotonic() + limit
-    while not pred():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-    return time.monotonic()
 
 
 class Load:
@@ -218,10 +210,11 @@ def run(cluster: RedisCluster, durable: bool, start_server) -> None:
     t_kill = time.monotonic()
     cluster.procs.pop(victim).kill()
     # The event: the heir says it is a master and every live node serves all slots.
-    t_promoted = wait_until(
+    wait_until(
         lambda: cli(heir, "ROLE").startswith("master")
         and all("cluster_state:ok" in cli(p, "CLUSTER", "INFO") for p in cluster.procs), 30,
         "the replica was never promoted")
+    t_promoted = time.monotonic()
     t_rejoined = None
     if durable:
         # Until the dead node is back as the heir's replica, the heir's
@@ -229,9 +222,10 @@ def run(cluster: RedisCluster, durable: bool, start_server) -> None:
         # bring it back and wait for the replication link.
         wait_until(lambda: time.monotonic() >= t_promoted + 1.0, 5, "")
         restart_node(cluster, victim)
-        t_rejoined = wait_until(
+        wait_until(
             lambda: cli(victim, "ROLE").split()[:3] == ["slave", "127.0.0.1", str(heir)]
             and "connected" in cli(victim, "ROLE"), 30, "the restarted node never rejoined as a replica")
+        t_rejoined = time.monotonic()
         # WAIT counts only replicas online: the heir must say so.
         wait_until(lambda: "state=online" in cli(heir, "INFO", "replication"), 60,
                    "the heir never saw its new replica online")

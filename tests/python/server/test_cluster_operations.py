@@ -28,7 +28,7 @@ import time
 import pytest
 
 from cluster_harness import REDIS_CLI, RedisCluster, cli
-from server_harness import REDIS, make_bundle, new_key
+from server_harness import REDIS, make_bundle, new_key, wait_until
 
 pytestmark = pytest.mark.skipif(REDIS is None or REDIS_CLI is None, reason="redis-server / redis-cli not installed")
 
@@ -41,13 +41,6 @@ def store(srv, n: int, rng: random.Random) -> dict[str, bytes]:
         assert srv.put_artifact(key, bundle).status == 201
         out[key] = bundle
     return out
-
-
-def wait_until(pred, limit: float, what: str) -> None:
-    deadline = time.monotonic() + limit
-    while not pred():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_backup_of_every_master_restores_into_a_new_cluster(start_server, tmp_path):
