@@ -11,7 +11,7 @@ from kc_testing import PYTHON, REPO, python_env
 
 
 def run(tmp_path, name, *extra):
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
     out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra],
                          capture_output=True, text=True, env=env, timeout=900)

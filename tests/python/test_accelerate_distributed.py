@@ -36,7 +36,7 @@ def wave(tmp_path, script, server, cxx, name):
     wrapper, log = cxx
     log.unlink(missing_ok=True)
     out = tmp_path / f"out-{name}"
-    env = python_env(KCACHE_URL=server.url, CXX=str(wrapper), KCACHE_TEST_CXX_LOG=str(log),
+    env = python_env(KCACHE_URL=server.url, KCACHE_PRECOMPILED="1", CXX=str(wrapper), KCACHE_TEST_CXX_LOG=str(log),
                      OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
     before = server.metrics()
     proc = subprocess.run(

@@ -21,7 +21,7 @@ TOL = 1e-5  # Inductor reorders float math; eager comparison only
 
 
 def run(tmp_path, name, *args):
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
                      PYTHONPATH=str(REPO / "tests"))
     out = subprocess.run([PYTHON, JOB, *args], capture_output=True, text=True, env=env, timeout=900)
@@ -100,7 +100,7 @@ def test_modes_and_dynamic_take_the_precompiled_path(tmp_path, name):
     kwargs = json.dumps(MODES[name])
 
     def job(phase):
-        env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), PYTHONPATH=str(REPO / "tests"),
+        env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1", PYTHONPATH=str(REPO / "tests"),
                          TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{phase}"))
         out = subprocess.run([PYTHON, "-c", "import kcache.api\n" + MODES_JOB, kwargs],
                              capture_output=True, text=True, env=env, timeout=900)

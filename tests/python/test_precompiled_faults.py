@@ -57,7 +57,7 @@ def write_sources(tmp_path, factor=2):
 
 
 def run(tmp_path, name):
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), PYTHONPATH=str(tmp_path / "src"),
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1", PYTHONPATH=str(tmp_path / "src"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"))
     out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -122,6 +122,7 @@ def test_guard_failing_at_run_time_takes_the_traced_path(tmp_path, monkeypatch):
     from models import blocks
 
     monkeypatch.setenv("KCACHE_LOCAL_DIR", str(tmp_path / "node"))
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     kcache.configure(local_dir=str(tmp_path / "node"))
     torch.manual_seed(0)
     config = blocks.Config()
@@ -145,6 +146,7 @@ def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_pat
     def broken(block):
         raise TypeError("an attribute kcache cannot describe")
 
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     kcache.configure(local_dir=str(tmp_path / "node"))
     monkeypatch.setattr(precompiled_key, "block_description", broken)
     torch.manual_seed(0)

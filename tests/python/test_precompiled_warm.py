@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from kc_testing import PYTHON, REPO, ServerProcess, python_env
-from test_cold_warm import _is_build, _is_region_compile
+from traced_job import is_build as _is_build, is_region_compile as _is_region_compile
 
 JOB = str(REPO / "examples" / "train_regional.py")
 
@@ -29,7 +29,7 @@ def start_job(tmp_path, cxx, name, url, *extra, layers=12, steps=50):
     # PyTorch keeps its precompiled kernel headers, outside the Inductor dir).
     tmp = tmp_path / f"tmp-{name}"
     tmp.mkdir(exist_ok=True)
-    env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
+    env = python_env(KCACHE_URL=url, KCACHE_PRECOMPILED="1", KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
                      KCACHE_TEST_CXX_LOG=str(log), OMP_NUM_THREADS="1", TMPDIR=str(tmp))
     proc = subprocess.Popen([PYTHON, JOB, "--layers", str(layers), "--steps", str(steps), *extra],

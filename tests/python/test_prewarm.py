@@ -16,7 +16,7 @@ SIZE = ["--layers", "2", "--hidden", "32"]
 
 
 def fresh_env(tmp_path, name, **extra):
-    return python_env(KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
+    return python_env(KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"), KCACHE_PRECOMPILED="1",
                       TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), **extra)
 
 

@@ -1,5 +1,6 @@
 """Region detection on real transformers models built from configs."""
 
+import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -51,10 +52,11 @@ def test_report_lists_regions():
     assert "GPT2Block" in text and "transformer.h.0" in text
 
 
-def test_compile_regions_matches_accelerate_structure():
+def test_compile_regions_matches_accelerate_structure(monkeypatch):
     """Same module tree as accelerate's compile_regions, sharing parameters."""
     from accelerate.utils import compile_regions as accelerate_compile_regions
 
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     model = gpt2(2)
     ours = kcache.compile_regions(model)
     theirs = accelerate_compile_regions(model)
@@ -71,10 +73,16 @@ def test_compile_regions_matches_accelerate_structure():
     assert ours.transformer.h[0].attn is model.transformer.h[0].attn  # attributes read through
 
 
-def test_traced_path_keeps_accelerates_module_types(monkeypatch):
+@pytest.mark.parametrize("flag", [None, "0"])
+def test_traced_path_is_the_default_and_keeps_accelerates_module_types(monkeypatch, flag):
+    """Precompiled regions are opt-in (issue 32): unset or 0, blocks are
+    torch.compile's own OptimizedModule, as with Accelerate."""
     from accelerate.utils import compile_regions as accelerate_compile_regions
 
-    monkeypatch.setenv("KCACHE_PRECOMPILED", "0")
+    if flag is None:
+        monkeypatch.delenv("KCACHE_PRECOMPILED", raising=False)
+    else:
+        monkeypatch.setenv("KCACHE_PRECOMPILED", flag)
     model = gpt2(2)
     ours = kcache.compile_regions(model)
     theirs = accelerate_compile_regions(model)
@@ -82,7 +90,8 @@ def test_traced_path_keeps_accelerates_module_types(monkeypatch):
     assert [type(m).__name__ for m in ours.modules()] == [type(m).__name__ for m in theirs.modules()]
 
 
-def test_model_without_repeated_blocks_is_compiled_whole():
+def test_model_without_repeated_blocks_is_compiled_whole(monkeypatch):
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     compiled = kcache.compile_regions(model)
     assert type(compiled).__name__ == "PrecompiledBlock"
