@@ -33,8 +33,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 # Pinned: torch==2.13.0 is the version kcache's PyTorch adaptor is tested
 # with (a looser pin would pull a multi-GB CUDA build).
-want="torch==2.13.0 transformers==4.57.1 accelerate==1.11.0 pybind11 scikit-build-core pytest redis matplotlib"
-if ! .venv/bin/python -c "import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, redis, matplotlib; assert torch.__version__.startswith('2.13.0')" 2>/dev/null; then
+want="torch==2.13.0 transformers==4.57.1 accelerate==1.11.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib"
+if ! .venv/bin/python -c "import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib; assert torch.__version__.startswith('2.13.0')" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check $want
 fi

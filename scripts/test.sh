@@ -6,6 +6,7 @@
 # (real redis-server, real kcache-server, real torch.compile).
 #   FUZZ_SECONDS  budget of each fuzzer (default 60)
 #   QUICK=1       skip the sanitizer build, the fuzzer and the packaging check
+#   PYTEST_WORKERS  pytest-xdist workers (default 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,7 +24,7 @@ report() {
   echo "=== stage times"
   printf '%s\n' "${timings[@]}"
   # Passed, failed, skipped (each skip with its reason), however the run ended.
-  python3 "$root/scripts/test_summary.py" "${junit[@]}" || true
+  python3 "$root/scripts/test_summary.py" --slowest 25 "${junit[@]}" || true
 }
 trap report EXIT
 
@@ -55,7 +56,13 @@ if [[ ${QUICK:-0} != 1 ]]; then
   stage fuzz fuzz/run.sh "${FUZZ_SECONDS:-60}"
   stage packaging packaging_check
 fi
+# pytest-xdist: PYTEST_WORKERS processes (default 3 on this 2-core
+# machine: the torch tests keep both cores busy, the server tests mostly
+# wait), each handed whole modules (a module's fixtures start once, and the
+# traced-path tests share one cold compile), the longest modules first
+# (tests/python/conftest.py). Every test has its own tmp_path and random
+# loopback ports, so workers share nothing.
 stage pytest env KCACHE_BUILD_DIR="$root/build/dev" .venv/bin/python -m pytest -q -ra tests/python \
-  --junitxml="$root/build/junit-pytest.xml"
+  -n "${PYTEST_WORKERS:-3}" --dist loadscope --junitxml="$root/build/junit-pytest.xml"
 # A skip docs/STATUS.md does not name fails the run (scripts/test_summary.py).
 stage skips python3 scripts/test_summary.py --gate --quiet "${junit[@]}"

@@ -6,7 +6,11 @@ A skip is allowed only when it is listed below, and docs/STATUS.md ("The
 test command") names each of these; any other skip means something STATUS
 calls tested did not run, and fails the run (with --gate).
 
-    scripts/test_summary.py [--gate] [--quiet] build/junit-*.xml
+    scripts/test_summary.py [--gate] [--quiet] [--slowest N] build/junit-*.xml
+
+--slowest N lists the N slowest test cases of all the files (junit's time
+attribute: a pytest case's setup, call and teardown; a ctest case's run),
+so the test command's end shows where its time went.
 """
 
 from __future__ import annotations
@@ -38,6 +42,23 @@ def _reason(case: ET.Element, skipped: ET.Element | None) -> str:
     return m.group(1).strip() if m else "(no reason given)"
 
 
+def durations(paths: list[str]) -> list[tuple[float, str, str]]:
+    """(seconds, file, test) of every test case, slowest first."""
+    out = []
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        for case in ET.parse(path).getroot().iter("testcase"):
+            cls, test = case.get("classname", ""), case.get("name", "")
+            name = test if cls in ("", test) else f"{cls}::{test}"
+            try:
+                seconds = float(case.get("time") or 0)
+            except ValueError:
+                seconds = 0.0
+            out.append((seconds, os.path.basename(path), name))
+    return sorted(out, key=lambda t: -t[0])
+
+
 def read(paths: list[str]) -> tuple[int, list[str], list[tuple[str, str]]]:
     passed, failed, skipped = 0, [], []
     for path in paths:
@@ -60,6 +81,11 @@ def read(paths: list[str]) -> tuple[int, list[str], list[tuple[str, str]]]:
 def main(argv: list[str]) -> int:
     gate = "--gate" in argv
     quiet = "--quiet" in argv  # only the verdict (the listing comes at the very end)
+    slowest = 0
+    if "--slowest" in argv:
+        i = argv.index("--slowest")
+        slowest = int(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
     paths = [a for a in argv if not a.startswith("--")]
     passed, failed, skipped = read(paths)
     say = (lambda *a: None) if quiet else print
@@ -73,6 +99,11 @@ def main(argv: list[str]) -> int:
         say(f"  skipped {name}: {reason}" + ("" if allowed else "  <- not an allowed skip"))
         if not allowed:
             bad.append(name)
+    if slowest:
+        rows = durations(paths)[:slowest]
+        say(f"=== the {len(rows)} slowest tests")
+        for seconds, source, name in rows:
+            say(f"  {seconds:7.1f} s  {name}  ({source})")
     if gate and bad:
         print(f"=== {len(bad)} test(s) skipped that docs/STATUS.md counts as tested: {', '.join(bad)}")
         return 1

@@ -2,4 +2,32 @@
 (test files import from there: a module named `conftest` is ambiguous when
 several directories have one)."""
 
+import pathlib
+
 from kc_testing import cxx_wrapper  # noqa: F401
+from traced_job import traced_cold  # noqa: F401
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first: modules with slow tests (real torch.compile of a
+    model; those with more slow tests first), then the other torch modules
+    here, then the server, CLI and
+    client tests, each module kept whole and in its own order. The test
+    command hands pytest-xdist's workers whole modules (--dist loadscope),
+    so starting the long ones first keeps one worker from being left with a
+    long module at the end while the others idle."""
+    here = pathlib.Path(__file__).parent
+
+    slow: dict[pathlib.Path, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            path = pathlib.Path(str(item.path))
+            slow[path] = slow.get(path, 0) + 1
+
+    def rank(item) -> tuple[int, int, str]:
+        path = pathlib.Path(str(item.path))
+        if path in slow:
+            return 0, -slow[path], str(path)
+        return (1 if path.parent == here else 2), 0, ""
+
+    items.sort(key=rank)  # stable: each module's tests stay together, in order

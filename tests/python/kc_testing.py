@@ -16,23 +16,37 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 
-@pytest.fixture
-def cxx_wrapper(tmp_path):
-    """A CXX for Inductor that logs each compiler invocation, then runs g++.
+def write_cxx_wrapper(directory: pathlib.Path) -> pathlib.Path:
+    """A CXX for Inductor that logs each compiler invocation to the file
+    $KCACHE_TEST_CXX_LOG names, then runs g++.
 
     `--version` / `-v` identity queries are not logged. Each logged line is
-    one real compile, preprocess or link.
+    one real compile, preprocess or link. Its path is part of kcache's key
+    (CXX) and of PyTorch's: runs meant to hit each other use the same one.
     """
-    log = tmp_path / "cxx.log"
-    wrapper = tmp_path / "cxx-wrapper.sh"
+    wrapper = directory / "cxx-wrapper.sh"
     wrapper.write_text(
         "#!/bin/sh\n"
         'case "$*" in --version|-v|*" --version"*) ;; *) echo "$*" >> "$KCACHE_TEST_CXX_LOG";; esac\n'
         'exec g++ "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    return wrapper, log
+    return wrapper
 
+
+@pytest.fixture
+def cxx_wrapper(tmp_path):
+    """(wrapper, log): write_cxx_wrapper in the test's directory, and the
+    log file tests usually point $KCACHE_TEST_CXX_LOG at."""
+    return write_cxx_wrapper(tmp_path), tmp_path / "cxx.log"
+
+
+# Inductor compiles in the process that asked (no pool of compile-worker
+# subprocesses, each importing torch): on the test machine's two cores,
+# with pytest's workers running jobs side by side, a pool only adds
+# processes to start. Not part of any key (kcache/env_table.py lists it as
+# not affecting generated code); a test may still set its own value.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 # The environment before any test imported torch: torch sets variables in
 # this process (TORCHINDUCTOR_CACHE_DIR, an address for autocast) that must

@@ -1,8 +1,10 @@
 """Stock torch.compile (no kcache import) with PyTorch's remote-cache
 variables pointing at kcache-server's RESP endpoint: the first process fills
 it, a second one with an empty local cache directory hits it (PyTorch's own
-counters), and 8 processes compiling at once compile each graph once
-(implicit single-flight). On CPU the remote entries carry source, so the
+counters), and 4 processes compiling at once compile each graph once
+(implicit single-flight; 8 until the test command's time was cut: four
+already have three that must wait on the first's compile, and each process
+is a torch import and a compile on a two-core machine). On CPU the remote entries carry source, so the
 second process still runs the host compiler: counted here, and the reason
 kcache's own client (which ships the binaries) exists."""
 
@@ -67,12 +69,15 @@ def test_second_process_hits_pytorchs_remote_cache(tmp_path, cxx_wrapper):  # no
         srv.stop()
 
 
+PROCESSES = 4
+
+
 @pytest.mark.slow
-def test_eight_processes_compile_each_graph_once(tmp_path):
+def test_concurrent_processes_compile_each_graph_once(tmp_path):
     srv = start(tmp_path, "--resp-flight-window-ms", "300000")
     try:
         procs = [subprocess.Popen([PYTHON, str(JOB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=job_env(tmp_path, f"p{i}", srv.resp_port)) for i in range(8)]
+                                  env=job_env(tmp_path, f"p{i}", srv.resp_port)) for i in range(PROCESSES)]
         results = []
         for p in procs:
             out, err = p.communicate(timeout=900)
@@ -82,8 +87,8 @@ def test_eight_processes_compile_each_graph_once(tmp_path):
         graphs = one["inductor"]["fxgraph_cache_hit"]
         misses = sum(r["inductor"].get("fxgraph_cache_miss", 0) for r in results)
         hits = sum(r["inductor"].get("fxgraph_cache_hit", 0) for r in results)
-        assert misses == graphs, (misses, graphs, results)  # one compile per graph, in all 8
-        assert hits == 7 * graphs
+        assert misses == graphs, (misses, graphs, results)  # one compile per graph, in all of them
+        assert hits == (PROCESSES - 1) * graphs
         stats = json.loads(__import__("urllib.request").request.urlopen(srv.url + "/v1/stats").read())
         assert stats["resp"]["pt2:fx-graph-v1"].get("get_waited_miss", 0) == 0  # nobody waited past the window
     finally:

@@ -43,3 +43,14 @@ def test_an_unnamed_skip_fails_the_gate_and_an_allowed_one_does_not(tmp_path):
     failing = PYTEST.replace('name="test_ok"/>', 'name="test_ok"><failure message="x"/></testcase>')
     out = run(tmp_path, "--gate", pytest_xml=failing.replace('<skipped message="redis-server not installed"/>', ""))
     assert out.returncode == 1 and "FAILED  tests.python.test_a::test_ok" in out.stdout
+
+
+def test_slowest_lists_the_slowest_cases_of_all_files_in_order(tmp_path):
+    timed = PYTEST.replace('name="test_ok"/>', 'name="test_ok" time="12.5"/>').replace(
+        'name="test_gone">', 'name="test_gone" time="3.25">')
+    out = run(tmp_path, "--slowest", "2", pytest_xml=timed)
+    assert out.returncode == 0
+    lines = out.stdout.split("=== the 2 slowest tests\n", 1)[1].splitlines()
+    assert lines[0].split() == ["12.5", "s", "tests.python.test_a::test_ok", "(p.xml)"]
+    assert lines[1].split()[:3] == ["3.2", "s", "tests.python.test_a::test_gone"]
+    assert len(lines) == 2

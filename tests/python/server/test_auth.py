@@ -137,7 +137,10 @@ def test_refused_put_stores_nothing(authed):
     assert authed.request("HEAD", f"/v1/artifacts/{key}", headers=ADMIN).status == 404
 
 
-@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "bearer " + WRONG, TOKENS["admin"]])
+# Ids name the cases: the tokens are random per process, and pytest-xdist's
+# workers must collect the same test names.
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "bearer " + WRONG, TOKENS["admin"]],
+                         ids=["basic", "bearer-alone", "bearer-space", "lowercase-wrong-token", "token-no-scheme"])
 def test_malformed_or_unknown_authorization_is_401(authed, header):
     r = authed.get("/v1/stats", headers={"Authorization": header})
     assert r.status == 401 and "www-authenticate" in r.headers
