@@ -126,6 +126,9 @@ class PrecompiledRegion:
         `slots` is the block's own state: "ready" (spec -> function, or None
         for the traced path) and, once needed, "traced" (its traced callable).
         """
+        hooks = adaptor.module_hooks(block)
+        if hooks:
+            return self._hooked(block, slots, hooks)(*args, **kwargs)
         spec = (block.training, _fast_spec(args, kwargs))
         ready = slots["ready"]
         fn = ready.get(spec, _MISSING)
@@ -150,6 +153,16 @@ class PrecompiledRegion:
                            "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None
         return self._traced(block, slots)(*args, **kwargs)
+
+    def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str]) -> Callable:
+        """The traced path for a block with hooks (issue 32: a precompiled
+        function would run the hooks its cold process had, not these)."""
+        if not slots.get("hooked"):
+            slots["hooked"] = True
+            why = "the block has module hooks (" + ", ".join(hooks) + ")"
+            stats.bump(precompiled_fallbacks=1)
+            self.say_once(why, "kcache: region %s: %s; those blocks take the traced path", self.name, why)
+        return self._traced(block, slots)
 
     def _traced(self, block: torch.nn.Module, slots: dict) -> Callable:
         traced = slots.get("traced")

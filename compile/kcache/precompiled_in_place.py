@@ -9,43 +9,28 @@ function that runs the block's region's precompiled function
 (kcache.precompiled, entry "call_impl": the same `_call_impl` compiled), so
 these paths skip Dynamo on a warm start too.
 
-A block with module hooks (fully_shard and ZeRO-3 add them; so may the
-job, before or after compiling) takes the traced path, as
-`nn.Module.compile()` would, said once with the reason: the hooks are
-checked on every call, since they change what `_call_impl` runs.
+A block with module hooks on it or on a submodule (fully_shard and ZeRO-3
+add them; so may the job, before or after compiling) takes the traced path,
+as `nn.Module.compile()` would, said once with the reason: the hooks are
+checked on every call (kcache.precompiled.PrecompiledRegion.run), since
+they change what `_call_impl` runs.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from . import _torch_adaptor as adaptor
-from . import counters as stats
 from .precompiled import PrecompiledRegion
 
 
 def install(block: torch.nn.Module, region: PrecompiledRegion) -> None:
-    """Makes `block(...)` run `region`'s precompiled function for it."""
+    """Makes `block(...)` run `region`'s precompiled function for it (or the
+    traced path, when the block or a submodule has hooks: region.run)."""
     slots: dict[str, Any] = {"ready": {}}
 
     def call_block(*args: Any, **kwargs: Any):
-        hooks = adaptor.module_hooks(block)
-        if hooks:
-            return _traced(block, region, slots, hooks)(*args, **kwargs)
         return region.run(block, slots, args, kwargs)
 
     block._compiled_call_impl = call_block
-
-
-def _traced(block: torch.nn.Module, region: PrecompiledRegion, slots: dict,
-            hooks: list[str]) -> Callable:
-    traced = slots.get("traced")
-    if traced is None:
-        why = "the block has module hooks (" + ", ".join(hooks) + ")"
-        stats.bump(precompiled_fallbacks=1)
-        region.say_once(why, "kcache: region %s: %s; those blocks take the traced path",
-                        region.name, why)
-        traced = slots["traced"] = region.traced(block)
-    return traced

@@ -5,11 +5,10 @@ from __future__ import annotations
 import torch
 
 
-# A block compiled in place runs through `_compiled_call_impl`, which
-# nn.Module.__call__ runs instead of `_call_impl` (nn.Module.compile()).
-# kcache's precompiled function for it is compiled from `_call_impl`, with
-# the hooks the block had then; a block with hooks (fully_shard's, ZeRO-3's)
-# takes the traced path instead (kcache.precompiled_in_place).
+# kcache's precompiled function for a block is compiled from `block(...)`
+# (compile_regions) or `_call_impl` (blocks compiled in place), with the
+# hooks the block and its submodules had then; a block with hooks
+# (fully_shard's, ZeRO-3's, the job's own) takes the traced path instead.
 _MODULE_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks",
                  "_forward_hooks_with_kwargs", "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
 _GLOBAL_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks",
@@ -17,11 +16,19 @@ _GLOBAL_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks",
 
 
 def module_hooks(module: torch.nn.Module) -> list[str]:
-    """The kinds of hooks a call of `module` runs: its own and the global ones."""
+    """The hooks a call of `module` runs: its own hook kinds (`_forward_hooks`),
+    each submodule's as `path._forward_hooks`, and the global ones.
+
+    A precompiled function was traced with the hooks the block had then
+    (Dynamo inlines a submodule's hooks into the graph), and PyTorch keeps
+    no guard on them: a block with any hook takes the traced path instead
+    (kcache.precompiled), checked on every call since hooks come and go."""
     from torch.nn.modules import module as nn_module
 
-    return [h for h in _MODULE_HOOKS if getattr(module, h, None)] + \
-        [h for h in _GLOBAL_HOOKS if getattr(nn_module, h, None)]
+    found = [h for h in _GLOBAL_HOOKS if getattr(nn_module, h, None)]
+    for path, sub in module.named_modules():
+        found += [f"{path}.{h}" if path else h for h in _MODULE_HOOKS if getattr(sub, h, None)]
+    return found
 
 
 def required() -> dict[str, bool]:
