@@ -60,9 +60,10 @@ fi
 # machine: the torch tests keep both cores busy, the server tests mostly
 # wait), each handed whole modules (a module's fixtures start once, and the
 # traced-path tests share one cold compile), the longest modules first
-# (tests/python/conftest.py). Every test has its own tmp_path and random
+# (tests/python/conftest.py; --no-loadscope-reorder keeps that order, where
+# xdist would put the modules with the most tests first). Every test has its own tmp_path and random
 # loopback ports, so workers share nothing.
 stage pytest env KCACHE_BUILD_DIR="$root/build/dev" .venv/bin/python -m pytest -q -ra tests/python \
-  -n "${PYTEST_WORKERS:-3}" --dist loadscope --junitxml="$root/build/junit-pytest.xml"
+  -n "${PYTEST_WORKERS:-3}" --dist loadscope --no-loadscope-reorder --junitxml="$root/build/junit-pytest.xml"
 # A skip docs/STATUS.md does not name fails the run (scripts/test_summary.py).
 stage skips python3 scripts/test_summary.py --gate --quiet "${junit[@]}"

@@ -46,6 +46,8 @@ def test_install_rebinds_accelerate_names():
 
 @pytest.mark.slow
 def test_accelerate_mixed_precision_cold_then_warm(tmp_path):
+    """Over a minute: Accelerate's bf16 job cold (a compile of every region),
+    then warm."""
     cold = run(tmp_path, "cold")
     # Accelerate's bf16 regional path took kcache's precompiled path: the
     # compiled twin really ran (the mixed-precision forward was rebound),
@@ -66,6 +68,7 @@ def test_accelerate_mixed_precision_cold_then_warm(tmp_path):
 
 @pytest.mark.slow
 def test_accelerate_mixed_precision_traced_path(tmp_path):
+    """Over a minute: Accelerate's job compiled cold on the traced path."""
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="0",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind-traced"))
     out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2"],

@@ -57,6 +57,7 @@ def wave(tmp_path, script, server, cxx, name):
 # (results.json, REPORT.md): the test command stays under its time budget.
 @pytest.mark.parametrize("script,model_class", [("accelerate_fsdp2.py", "FSDPGPT2LMHeadModel")])
 def test_cold_wave_then_restart_wave(tmp_path, cxx_wrapper, script, model_class):  # noqa: F811
+    """Over a minute: torchrun with two ranks, a cold wave and a restart wave."""
     server = ServerProcess(tmp_path)
     try:
         cold, cold_server, cold_builds = wave(tmp_path, script, server, cxx_wrapper, "cold")

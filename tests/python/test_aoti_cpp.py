@@ -100,6 +100,9 @@ GPT2_ONLY = pytest.mark.parametrize("prewarmed", ["gpt2"], indirect=True)
 
 
 def test_cpp_matches_eager_and_a_second_process_compiles_nothing(prewarmed):
+    """Over a minute for each model's first test: it pays that model's
+    AOTInductor prewarm (export and compile of every region), which the
+    module's other tests of the model share."""
     tmp, server, plan = prewarmed["tmp"], prewarmed["server"], prewarmed["plan"]
     # One package per distinct region: every block shares one.
     assert prewarmed["prewarm"]["regions"] == 3

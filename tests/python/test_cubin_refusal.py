@@ -197,7 +197,10 @@ def _plant_cubin(tmp_path, sm: int) -> None:
 @pytest.mark.slow
 def test_job_restores_matching_arch_and_compiles_on_a_mismatch(tmp_path):
     """A real torch.compile job keyed for cuda:sm_90 (KCACHE_TARGET; the
-    region itself runs on CPU here)."""
+    region itself runs on CPU here).
+
+    Over a minute: a cold compile, a warm process on the matching arch, and
+    a compile on the mismatch."""
     target = {"KCACHE_TARGET": "cuda:sm_90"}
     cold = run(tmp_path, "cold", **target)
     assert cold["kcache"]["compiles"] == 1

@@ -42,6 +42,8 @@ MODES = {"default": {}, "reduce-overhead": {"mode": "reduce-overhead"},
 
 @pytest.mark.slow
 def test_modes_round_trip_with_distinct_keys(tmp_path):
+    """Over a minute: four modes, each compiled cold and restored warm in
+    processes of their own (counters and caches are per process)."""
     keys = {}
     for name, kwargs in MODES.items():
         cold = run(tmp_path, f"{name}-cold", kwargs)

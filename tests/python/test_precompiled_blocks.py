@@ -31,6 +31,8 @@ def run(tmp_path, name, *args):
 
 @pytest.mark.slow
 def test_block_zoo_hits_or_falls_back_with_its_reason(tmp_path):
+    """Over a minute: eight block kinds compiled cold in one process, then warm
+    in another."""
     cold, _ = run(tmp_path, "cold", "zoo")
     warm, warm_log = run(tmp_path, "warm", "zoo")  # a fresh process, fresh Inductor dir
     assert set(cold) == set(warm) and len(cold) == 8
@@ -57,6 +59,7 @@ def test_block_zoo_hits_or_falls_back_with_its_reason(tmp_path):
 
 @pytest.mark.slow
 def test_mutations_miss_and_other_weights_or_indices_hit(tmp_path):
+    """Over a minute: every mutation case is a compile of its own."""
     result, _ = run(tmp_path, "mutations", "mutations")
     hits = {"other_weights", "other_block_indices", "config_other_weights_and_indices"}
     bases = {"base", "config_base"}

@@ -66,6 +66,8 @@ def run(tmp_path, name):
 
 @pytest.mark.slow
 def test_changed_inlined_source_is_caught_after_loading(tmp_path):
+    """Over a minute: a cold compile, a warm process that catches the change,
+    and a compile of the changed source."""
     src = write_sources(tmp_path)
     cold, _ = run(tmp_path, "cold")
     assert cold["kcache"]["precompiled_traces"] == 1 and cold["diff"] < 1e-5
@@ -86,6 +88,7 @@ def test_changed_inlined_source_is_caught_after_loading(tmp_path):
 
 @pytest.mark.slow
 def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
+    """Over a minute: four processes, two of them compiling what was refused."""
     write_sources(tmp_path)
     run(tmp_path, "cold")
     files = [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
@@ -162,3 +165,61 @@ def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_pat
     after = kcache.stats()
     assert after["precompiled_fallbacks"] - before["precompiled_fallbacks"] == 2
     assert after["precompiled_blocks"] == before["precompiled_blocks"]
+
+
+def test_hooks_on_a_block_or_a_submodule_send_it_to_the_traced_path(tmp_path, monkeypatch):
+    """Issue 32, cause 2: hooks are in neither the key nor the guards a
+    precompiled function keeps, so it would run the hooks its cold process
+    had. A block with a hook on itself or on any submodule, registered before
+    or after compile_regions, or a global module hook, takes the traced path
+    and the hook runs; blocks without hooks stay precompiled (the positive
+    control)."""
+    import torch
+
+    import kcache
+
+    monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
+    kcache.configure(local_dir=str(tmp_path / "node"))
+    torch.manual_seed(0)
+    stack = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+                                 for _ in range(3)])
+    holder = torch.nn.Module()
+    holder.blocks = stack
+    calls = {"n": 0}
+
+    def double(module, args, out):
+        calls["n"] += 1
+        return out * 2
+
+    stack[1][0].register_forward_hook(double)  # a submodule's hook, before compiling
+    compiled = kcache.compile_regions(holder)
+    x = torch.randn(2, 4)
+
+    def through(blocks):
+        y = x
+        for b in blocks:
+            y = b(y)
+        return y
+
+    def step():
+        before, calls["n"] = kcache.stats(), 0
+        with torch.no_grad():
+            want = through(stack)
+            got = through(compiled.blocks)
+        after = kcache.stats()
+        assert torch.allclose(got, want, atol=1e-6), (got, want)
+        return {k: after[k] - before[k] for k in ("precompiled_fallbacks", "precompiled_blocks")}, calls["n"]
+
+    delta, ran = step()
+    assert ran == 2  # eager's call and kcache's: the hook was not compiled away
+    assert delta == {"precompiled_fallbacks": 1, "precompiled_blocks": 2}, delta
+    stack[0][2].register_forward_hook(double)  # after compiling, on another block's submodule
+    delta, ran = step()
+    assert ran == 4 and delta["precompiled_fallbacks"] == 1, delta
+    handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, a, out: out + 1 if isinstance(m, torch.nn.Linear) else None)
+    try:
+        delta, _ = step()  # a global hook: every block, the last one included
+        assert delta["precompiled_fallbacks"] == 1, delta
+    finally:
+        handle.remove()

@@ -62,6 +62,8 @@ def block_traces(result: dict) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrapper, model):
+    """Over a minute: the 12-block demo job cold (a compile of every region)
+    and warm, 50 AdamW steps each; issue 32 requires this job unchanged."""
     server = ServerProcess(tmp_path)
     try:
         cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--model", model)
@@ -119,15 +121,19 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
 def test_kv_cache_blocks_are_variants_by_layer_index(tmp_path, cxx_wrapper):
     """With transformers' KV cache on, each GPT2Block writes its own cache
     layer: Dynamo's guards pin attn.layer_idx, so each index is a variant
-    (one trace per variant cold, none warm), never a false hit."""
+    (one trace per variant cold, none warm), never a false hit.
+
+    Over a minute: the cold job traces and compiles one variant per layer
+    index."""
     server = ServerProcess(tmp_path)
     try:
-        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--kv-cache", layers=3, steps=3)
-        warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, "--kv-cache", layers=3, steps=3)
+        layers = 2  # two indices: two variants show it (three did, one trace more)
+        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--kv-cache", layers=layers, steps=3)
+        warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, "--kv-cache", layers=layers, steps=3)
         others = len(cold["regions"]) - 1  # embeddings, dropout, final norm, head
-        assert cold["kcache"]["precompiled_traces"] == others + 3
+        assert cold["kcache"]["precompiled_traces"] == others + layers
         assert warm["kcache"]["precompiled_traces"] == 0 and warm["dynamo_traced"] == []
-        assert warm["kcache"]["hits_server"] == others + 3
+        assert warm["kcache"]["hits_server"] == others + layers
         assert warm["kcache"]["precompiled_guard_failures"] == 0
         assert warm["losses"] == cold["losses"]
         assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
@@ -137,9 +143,11 @@ def test_kv_cache_blocks_are_variants_by_layer_index(tmp_path, cxx_wrapper):
 
 @pytest.mark.slow
 def test_two_cold_ranks_trace_each_region_once_cluster_wide(tmp_path, cxx_wrapper):
+    """Over a minute: two cold jobs at once (the property is about concurrent
+    cold processes)."""
     server = ServerProcess(tmp_path)
     try:
-        jobs = [start_job(tmp_path, cxx_wrapper, f"rank{i}", server.url, layers=4, steps=3)
+        jobs = [start_job(tmp_path, cxx_wrapper, f"rank{i}", server.url, layers=2, steps=3)
                 for i in range(2)]
         a, b = (finish(*j) for j in jobs)
         regions = len(a["regions"])

@@ -62,6 +62,8 @@ def test_unreachable_server_is_a_failure(tmp_path):
 
 @pytest.mark.slow
 def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
+    """Over a minute: a prewarm process compiles every region, then fresh jobs
+    start from the server."""
     server = ServerProcess(tmp_path)
     try:
         out, report = prewarm(tmp_path, "prewarm", "--train", "--server", server.url)

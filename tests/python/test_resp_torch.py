@@ -42,6 +42,8 @@ def run_job(env):
 
 
 def test_second_process_hits_pytorchs_remote_cache(tmp_path, cxx_wrapper):  # noqa: F811
+    """Over a minute: two stock torch.compile processes, the second still
+    running the host compiler on CPU (which the test counts)."""
     wrapper, log = cxx_wrapper
     srv = start(tmp_path)
     try:
@@ -74,6 +76,8 @@ PROCESSES = 4
 
 @pytest.mark.slow
 def test_concurrent_processes_compile_each_graph_once(tmp_path):
+    """Over a minute: four stock torch.compile processes at once and a
+    reference process (single-flight needs concurrent cold processes)."""
     srv = start(tmp_path, "--resp-flight-window-ms", "300000")
     try:
         procs = [subprocess.Popen([PYTHON, str(JOB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

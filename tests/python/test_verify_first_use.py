@@ -34,6 +34,8 @@ def plant(tmp_path):
 
 @pytest.mark.slow
 def test_planted_artifact_is_refused_on_first_use(tmp_path):
+    """Over a minute: a cold compile, a warm run that serves the plant, and a
+    run that refuses it and compiles again."""
     cold = run(tmp_path, "cold")
     assert cold["max_diff"] < 1e-5 and cold["kcache"]["compiles"] == 1
     assert plant(tmp_path) == 1
