@@ -42,39 +42,39 @@ def _reason(case: ET.Element, skipped: ET.Element | None) -> str:
     return m.group(1).strip() if m else "(no reason given)"
 
 
-def durations(paths: list[str]) -> list[tuple[float, str, str]]:
-    """(seconds, file, test) of every test case, slowest first."""
-    out = []
+def _cases(paths: list[str]):
+    """(file, test name, testcase element) of every case in the files that exist."""
     for path in paths:
         if not os.path.exists(path):
             continue
         for case in ET.parse(path).getroot().iter("testcase"):
             cls, test = case.get("classname", ""), case.get("name", "")
-            name = test if cls in ("", test) else f"{cls}::{test}"
-            try:
-                seconds = float(case.get("time") or 0)
-            except ValueError:
-                seconds = 0.0
-            out.append((seconds, os.path.basename(path), name))
+            yield path, (test if cls in ("", test) else f"{cls}::{test}"), case
+
+
+def durations(paths: list[str]) -> list[tuple[float, str, str]]:
+    """(seconds, file, test) of every test case, slowest first."""
+    out = []
+    for path, name, case in _cases(paths):
+        try:
+            seconds = float(case.get("time") or 0)
+        except ValueError:
+            seconds = 0.0
+        out.append((seconds, os.path.basename(path), name))
     return sorted(out, key=lambda t: -t[0])
 
 
 def read(paths: list[str]) -> tuple[int, list[str], list[tuple[str, str]]]:
     passed, failed, skipped = 0, [], []
-    for path in paths:
-        if not os.path.exists(path):
-            continue
-        for case in ET.parse(path).getroot().iter("testcase"):
-            cls, test = case.get("classname", ""), case.get("name", "")
-            name = test if cls in ("", test) else f"{cls}::{test}"
-            skip = case.find("skipped")
-            if case.find("failure") is not None or case.find("error") is not None \
-                    or case.get("status") == "fail":
-                failed.append(name)
-            elif skip is not None or case.get("status") in ("notrun", "disabled"):
-                skipped.append((name, _reason(case, skip)))
-            else:
-                passed += 1
+    for _, name, case in _cases(paths):
+        skip = case.find("skipped")
+        if case.find("failure") is not None or case.find("error") is not None \
+                or case.get("status") == "fail":
+            failed.append(name)
+        elif skip is not None or case.get("status") in ("notrun", "disabled"):
+            skipped.append((name, _reason(case, skip)))
+        else:
+            passed += 1
     return passed, failed, skipped
 
 
