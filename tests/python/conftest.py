@@ -11,11 +11,11 @@ from traced_job import traced_cold  # noqa: F401
 def pytest_collection_modifyitems(config, items):
     """Longest first: modules with slow tests (real torch.compile of a
     model; those with more slow tests first), then the other torch modules
-    here, then the server, CLI and
-    client tests, each module kept whole and in its own order. The test
-    command hands pytest-xdist's workers whole modules (--dist loadscope),
-    so starting the long ones first keeps one worker from being left with a
-    long module at the end while the others idle."""
+    here, then the server, CLI and client tests, each module kept whole and
+    in its own order. The test command hands pytest-xdist's workers whole
+    modules (--dist loadscope), so starting the long ones first keeps one
+    worker from being left with a long module at the end while the others
+    idle."""
     here = pathlib.Path(__file__).parent
 
     slow: dict[pathlib.Path, int] = {}
