@@ -9,7 +9,7 @@ both sides of a ratio alike:
   Target (issue 19): 0.8x of Redis's rate.
 - HTTP: 100 KB hot hits (`wrk -c 32`, one key, the hot tier) from
   kcache-server on disk storage and from nginx serving the same bytes as a
-  file (sendfile on). Target (DESIGN.md, issue 19): 1.2x of nginx's rate.
+  file (sendfile on). Target (founding target, issue 19; docs/STATUS.md): 1.2x of nginx's rate.
 
 Reported, not gated. Writes hot_path.json (every raw result) and
 HOT_PATH.md beside this file.

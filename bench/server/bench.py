@@ -6,7 +6,7 @@ kcache-server (disk and redis backends) for 1 KB, 100 KB and 4 MB artifacts at
 1, 32 and 128 connections, driven by wrk; nginx serving the same bundle bytes
 as static files (sendfile on) under the same wrk settings as the HTTP
 reference; redis-benchmark GET/SET of the same sizes without pipelining as the
-cache reference. Every ratio is printed, the DESIGN.md target flagged.
+cache reference. Every ratio is printed, the founding target (docs/STATUS.md) flagged.
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def report(res: dict, a, elapsed: float) -> str:
         "machine, so client and servers share the CPUs: compare within a row, not across machines. GET runs hit "
         "one hot key (after a 1 s warm-up); PUT runs upload a fresh bundle per request.",
         "",
-        "## Target (DESIGN.md)",
+        "## Target (founding target; docs/STATUS.md)",
         "",
         "Disk backend, 100 KB hot hits, 32 connections, ≥ 1.0x nginx's request rate with a p99 no worse.",
         "",
