@@ -28,6 +28,9 @@ class Stats:
     precompiled_traces: int = 0
     precompiled_fallbacks: int = 0
     precompiled_guard_failures: int = 0
+    # Blocks whose live objects differ from what their variant was compiled
+    # with (a portable guard check failed: kcache.portable_checks).
+    precompiled_check_failures: int = 0
     precompiled_load_seconds: float = 0.0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import _core, bundle_io, isa_probes
+from . import _core, bundle_io, isa_probes, portable_checks
 from . import _torch_adaptor as adaptor
 from . import counters as stats
 from . import precompiled_key as pk
@@ -102,7 +102,8 @@ class _SpecState:
     label: str
     constants: list[str] = field(default_factory=list)
     fallback: str | None = None
-    variants: dict[str, Any] = field(default_factory=dict)  # variant key -> fn or None
+    # variant key -> (function, its portable checks), or None for the traced path
+    variants: dict[str, Any] = field(default_factory=dict)
 
 
 class PrecompiledRegion:
@@ -154,6 +155,27 @@ class PrecompiledRegion:
             ready[spec] = None
         return self._traced(block, slots)(*args, **kwargs)
 
+    def _checked(self, block, state: _SpecState, compiled: tuple[Any, list] | None, args: tuple,
+                 kwargs: dict):
+        """The function if every portable guard check of its variant passes
+        on this block's live objects, else None (the traced path), said once
+        per failing check and counted (issue 32: another process's code)."""
+        if compiled is None:
+            return None
+        fn, checks = compiled
+        failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs})
+        if failure is None:
+            return fn
+        stats.bump(precompiled_check_failures=1)
+        self.say_once(f"check:{failure}", "kcache: region %s: a block differs from the one compiled: "
+                       "%s; that block takes the traced path", self.name, failure)
+        from .backend import _outcomes
+
+        failures = _outcomes.get(state.key, {}).setdefault("check_failures", [])
+        if failure not in failures:
+            failures.append(failure)
+        return None
+
     def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str]) -> Callable:
         """The traced path for a block with hooks (issue 32: a precompiled
         function would run the hooks its cold process had, not these)."""
@@ -188,7 +210,7 @@ class PrecompiledRegion:
         vkey, vexpl = self._variant_key(state, block)
         if vkey not in state.variants:
             state.variants[vkey] = self._variant(state, vkey, vexpl, block, args, kwargs)
-        return state.variants[vkey]
+        return self._checked(block, state, state.variants[vkey], args, kwargs)
 
     def _variant_key(self, state: _SpecState, block) -> tuple[str, str]:
         try:
@@ -248,41 +270,48 @@ class PrecompiledRegion:
         _outcomes.setdefault(key, outcome)
         return state
 
-    def _compile(self, block, args: tuple, kwargs: dict) -> tuple[Any, dict[str, bytes], float]:
+    def _compile(self, block, args: tuple, kwargs: dict) -> tuple[tuple[Any, list], dict[str, bytes], float]:
+        """(function, its portable checks), the kernel binaries it loaded, seconds."""
         start = time.perf_counter()
+        checks: list = []
         with adaptor.record_loaded_libraries() as libraries:
             fn = adaptor.aot_compile_call(_ENTRIES[self.entry], (block, *args), kwargs,
-                                          self.settings.mode,
-                                          self.settings.options, self.settings.dynamic)
+                                          self.settings.mode, self.settings.options,
+                                          self.settings.dynamic, checks=checks)
+        failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs})
+        if failure is not None:  # a description that is not stable even here
+            raise adaptor.PrecompileUnsupported(f"a portable check fails on its own block: {failure}")
         root = adaptor.inductor_cache_dir()
         binaries = {rel: (root / rel).read_bytes() for rel in libraries}
         seconds = time.perf_counter() - start
         stats.bump(precompiled_traces=1, compiles=1, compile_seconds=seconds)
-        return fn, binaries, seconds
+        return (fn, checks), binaries, seconds
 
-    def _pack_variant(self, vkey: str, vexpl: str, fn, binaries, seconds: float) -> bytes:
+    def _pack_variant(self, vkey: str, vexpl: str, compiled: tuple[Any, list], binaries,
+                      seconds: float) -> bytes:
+        fn, checks = compiled
         blob = bundle_io.pack_precompiled(
             vkey, vexpl, aot_function=adaptor.serialize_aot(fn), binaries=binaries,
             compile_seconds=seconds, extra={"inlined_sources": adaptor.inlined_sources(fn),
-                   "extern_kernels": adaptor.extern_kernel_table()})
+                   "extern_kernels": adaptor.extern_kernel_table(), "portable_checks": checks})
         stats.bump(bytes_stored=len(blob))
         return blob
 
     def _compile_first(self, state: _SpecState, block, args, kwargs):
-        fn, binaries, seconds = self._compile(block, args, kwargs)
-        state.constants = adaptor.aot_guarded_constants(fn, "block")
+        compiled, binaries, seconds = self._compile(block, args, kwargs)
+        state.constants = adaptor.aot_guarded_constants(compiled[0], "block")
         vkey, vexpl = self._variant_key(state, block)
-        blob = self._pack_variant(vkey, vexpl, fn, binaries, seconds)
+        blob = self._pack_variant(vkey, vexpl, compiled, binaries, seconds)
         stats.bump(misses=1)
-        return fn, blob, vkey
+        return compiled, blob, vkey
 
     def _variant(self, state: _SpecState, vkey: str, vexpl: str, block, args, kwargs):
         produced: dict[str, Any] = {}
 
         def compile_variant() -> bytes:
-            fn, binaries, seconds = self._compile(block, args, kwargs)
-            produced["fn"] = fn
-            return self._pack_variant(vkey, vexpl, fn, binaries, seconds)
+            compiled, binaries, seconds = self._compile(block, args, kwargs)
+            produced["fn"] = compiled
+            return self._pack_variant(vkey, vexpl, compiled, binaries, seconds)
 
         try:
             data, source = self.store.get_or_compile(vkey, compile_variant, vexpl)
@@ -319,6 +348,9 @@ class PrecompiledRegion:
         bundle = bundle_io.unpack(data, vkey, target=short_target(device))
         if not bundle.aot_function:
             raise ValueError("bundle has no precompiled function")
+        checks = bundle.manifest.get("portable_checks")
+        if not isinstance(checks, list):
+            raise ValueError("bundle carries no portable guard checks")
         adaptor.restore_region(b"", bundle.binaries)
         with adaptor.record_loaded_libraries() as loaded:
             fn = adaptor.deserialize_aot(bundle.aot_function, _F_GLOBALS,
@@ -331,7 +363,7 @@ class PrecompiledRegion:
                    precompiled_load_seconds=time.perf_counter() - start,
                    compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
         log.info("kcache: %s hit %s %s (precompiled)", source, vkey[:12], bundle.manifest.get("label"))
-        return fn
+        return fn, checks
 
 
 class PrecompiledBlock(torch.nn.Module):

@@ -38,7 +38,8 @@ from . import _core, keyfields
 from .keyfields import CompileSettings
 from .region_key import dtype_label
 
-SCHEMA = "kcache-precompiled-v1"
+# v2: every variant carries its portable guard checks (docs/precompiled.md "Guards").
+SCHEMA = "kcache-precompiled-v2"
 
 
 def canon(obj: Any) -> str:

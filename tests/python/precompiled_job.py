@@ -40,7 +40,8 @@ def run_case(model: torch.nn.Module, inputs: tuple) -> dict:
         results.append((out.detach(), grads))
     after = kcache.stats()
     keys = ("misses", "hits_node", "hits_server", "precompiled_traces", "precompiled_blocks",
-            "precompiled_fallbacks", "precompiled_guard_failures", "restore_failures")
+            "precompiled_fallbacks", "precompiled_guard_failures", "precompiled_check_failures",
+            "restore_failures")
     return {
         "out_diff": (results[0][0].double() - results[1][0].double()).abs().max().item(),
         "grad_diff": _max_diff([g.double() for g in results[0][1]], [g.double() for g in results[1][1]]),

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from ..portable_checks import resolve
+from . import guard_checks
 from .inductor import inductor_config_patches
 
 
@@ -61,18 +63,38 @@ class PrecompileUnsupported(RuntimeError):
 
 
 def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
-                     options: dict[str, Any] | None, dynamic: bool | None):
+                     options: dict[str, Any] | None, dynamic: bool | None,
+                     checks: list | None = None):
     """Dynamo + AOTAutograd + Inductor on `call(*args, **kwargs)`, whole-graph,
     returning PyTorch's AOTCompiledFunction; PrecompileUnsupported when the
-    region cannot take this path (the message says why)."""
+    region cannot take this path (the message says why).
+
+    With `checks` (a list), it receives the region's portable guard checks
+    (guard_checks.py): every guard Dynamo built, translated for another
+    process; a guard without a portable check raises PrecompileUnsupported.
+    `call`'s first parameter is named `block` and takes args[0]."""
     patches = inductor_config_patches(mode, options, dynamic)
     _forget_automatic_dynamic(call)
+    failed: list[str] = []
+
+    def guard_filter(entries):
+        if checks is not None:
+            f_locals = {"block": args[0], "args": tuple(args[1:]), "kwargs": dict(kwargs)}
+            try:
+                checks.extend(guard_checks.portable_checks(entries, call.__globals__, f_locals, resolve))
+            except guard_checks.NoPortableCheck as e:
+                failed.append(str(e))
+        return keep_serializable_guards(entries)
+
     compiled = torch.compile(call, fullgraph=True, backend="inductor", dynamic=dynamic,
-                             options={**patches, "guard_filter_fn": keep_serializable_guards})
+                             options={**patches, "guard_filter_fn": guard_filter})
     try:
-        return compiled.aot_compile((tuple(args), dict(kwargs)))
+        fn = compiled.aot_compile((tuple(args), dict(kwargs)))
     except Exception as e:  # noqa: BLE001 - every failure is a reason to fall back
         raise PrecompileUnsupported(_first_line(e)) from e
+    if failed:
+        raise PrecompileUnsupported("a guard has no portable check: " + failed[0])
+    return fn
 
 
 def _forget_automatic_dynamic(fn) -> None:
