@@ -43,8 +43,6 @@ def resolve(path: list[list[Any]], f_locals: dict[str, Any]) -> Any:
             obj = obj.__mro__
         elif op == "closure":
             obj = obj.__closure__
-        elif op == "cell":
-            obj = obj.cell_contents
         elif op == "default":
             obj = obj.__defaults__[step[1]]
         elif op == "kwdefault":

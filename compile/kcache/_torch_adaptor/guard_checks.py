@@ -67,8 +67,9 @@ GUARD_TABLE: dict[str, str] = {
 
 # Dynamo source classes that name the same object as their base.
 _SAME_AS_BASE = frozenset({"UnspecializedNNModuleSource", "UnspecializedBuiltinNNModuleSource",
-                           "UnspecializedParamBufferSource", "NNModuleSource", "FSDPNNModuleSource",
-                           "NotNNModuleSource"})
+                           "NNModuleSource", "FSDPNNModuleSource", "NotNNModuleSource"})
+# Sources that read an attribute (`member`) of their base.
+_ATTR = frozenset({"AttrSource", "UnspecializedParamBufferSource", "CellContentsSource"})
 
 
 class NoPortableCheck(Exception):
@@ -96,7 +97,7 @@ def source_path(source: Any, f_globals: dict[str, Any]) -> list[list[Any]]:
     base = source_path(source.base, f_globals) if hasattr(source, "base") else None
     if base is None:
         raise NoPortableCheck(f"source {kind}")
-    if kind == "AttrSource":
+    if kind in _ATTR:
         return base + [["attr", source.member]]
     if kind in ("DictGetItemSource", "GetItemSource", "ODictGetItemSource"):
         index = source.index
@@ -104,7 +105,7 @@ def source_path(source: Any, f_globals: dict[str, Any]) -> list[list[Any]]:
             raise NoPortableCheck(f"{kind} with index {type(index).__name__}")
         return base + [["item", index]]
     simple = {"TypeSource": "type", "TypeDictSource": "typedict", "TypeMROSource": "mro",
-              "ClosureSource": "closure", "CellContentsSource": "cell"}
+              "ClosureSource": "closure"}
     if kind in simple:
         return base + [[simple[kind]]]
     if kind == "DefaultsSource":
@@ -145,7 +146,10 @@ def portable_checks(entries: list[Any], f_globals: dict[str, Any], f_locals: dic
         key = (repr(path), action, repr(arg))
         if key in checks:
             continue
-        value = resolve(path, f_locals)
+        try:
+            value = resolve(path, f_locals)
+        except Exception as err:  # noqa: BLE001 - a path kcache cannot follow
+            raise NoPortableCheck(f"{e.orig_guard.name} does not resolve ({type(err).__name__})") from err
         if e.has_value and value is not e.value and not _same_plain(value, e.value):
             raise NoPortableCheck(f"path of {e.orig_guard.name} does not lead back to its object")
         try:

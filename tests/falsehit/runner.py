@@ -1,0 +1,198 @@
+"""Runs the false-hit fuzzer: each generated case compiled cold in one
+process and run warm under each of its mutation lists in others, every
+warm output and gradient compared with eager in the same process.
+
+    python -m falsehit.runner --seed 0 --cases 4 --warm 9 --out result.json [--traced]
+
+Processes are forked from one parent that imported torch and kcache (and
+ran nothing), so each cold or warm run is a fresh process state at a
+fraction of an interpreter start; they share only kcache's node tier (one
+directory per case) and nothing else. A run's result says which path
+kcache took (PyTorch's and kcache's counters): "hit" (a block ran a
+function loaded from the node tier), "fell back" (a portable check or a
+hook sent a block to the traced path), "missed" (a key not stored: this
+process compiled). A false hit is a warm run whose output or gradients
+differ from eager's.
+
+On the precompiled path (the default here), a block that falls back runs
+eagerly instead of through torch.compile's traced path: what is under test
+is the decision to use a stored function, and eager is what the traced
+path must equal; `--traced` runs KCACHE_PRECOMPILED=0 with real
+torch.compile everywhere (slower: every miss compiles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import signal
+import sys
+import time
+import traceback
+
+import torch
+
+import kcache
+import kcache.api
+import kcache.precompiled
+
+from . import generate
+
+TOL = 1e-4
+_KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
+         "precompiled_check_failures", "precompiled_traces", "compiles")
+
+
+def _in_child(fn, timeout: int = 600) -> dict:
+    """fn() in a forked child; its JSON result (or the error it died of)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        code = 0
+        try:
+            signal.alarm(timeout)
+            out = fn()
+        except BaseException:  # noqa: BLE001 - reported to the parent
+            out, code = {"error": traceback.format_exc()[-3000:]}, 1
+        with os.fdopen(write, "w") as w:
+            w.write(json.dumps(out))
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as r:
+        text = r.read()
+    os.waitpid(pid, 0)
+    return json.loads(text) if text else {"error": "child died without a result"}
+
+
+def _apply(m, model, mutations: list[str]) -> None:
+    import functools
+    import types
+
+    scope = {"m": m, "model": model, "blocks": list(model.blocks), "torch": torch,
+             "functools": functools, "types": types}
+    for snippet in mutations:
+        exec(snippet, scope)  # noqa: S102 - the fuzzer's own generated snippets
+
+
+def _diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    return max(((x.double() - y.double()).abs().max().item() for x, y in zip(a, b)), default=0.0)
+
+
+def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool) -> dict:
+    """One process: build the case's model, mutate it, eager then kcache."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
+    os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / "node")
+    os.environ["KCACHE_PRECOMPILED"] = "0" if traced else "1"
+    torch.set_num_threads(1)
+    if not traced:
+        kcache.precompiled.PrecompiledRegion._traced = lambda self, block, slots: block
+    sys.path.insert(0, str(case_dir))
+    m = __import__(name)
+    torch.manual_seed(0)
+    model = m.Stack()
+    _apply(m, model, mutations)
+    x = torch.randn(2, generate.DIM)
+    results = []
+    before = kcache.stats()
+    dynamo = _dynamo_frames()
+    for compiled in (False, True):
+        for p in model.parameters():
+            p.grad = None
+        run = kcache.compile_regions(model) if compiled else model
+        out = run(x.clone().requires_grad_(True))
+        out.square().mean().backward()
+        results.append(([out.detach()], [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+    after = kcache.stats()
+    delta = {k: after[k] - before[k] for k in _KEYS}
+    delta["dynamo_frames"] = _dynamo_frames() - dynamo
+    return {"out_diff": _diff(results[0][0], results[1][0]), "grad_diff": _diff(results[0][1], results[1][1]),
+            "grads": len(results[1][1]), "delta": delta,
+            "check_failures": [f for o in kcache.api.region_outcomes() for f in o.get("check_failures", [])]}
+
+
+def _dynamo_frames() -> int:
+    from kcache import _torch_adaptor as adaptor
+
+    return adaptor.counters().get("stats", {}).get("unique_graphs", 0)
+
+
+def classify(r: dict, traced: bool) -> str:
+    """missed: this process compiled; hit: a block ran a stored function
+    (precompiled) or a stored region (traced); fell back: every block took
+    the traced path after a check or a hook."""
+    d = r["delta"]
+    if d["misses"] or d["compiles"]:
+        return "missed"
+    if traced:
+        return "hit" if d["hits_node"] else "traced"
+    fell = d["precompiled_check_failures"] or d["precompiled_fallbacks"]
+    if not d["precompiled_blocks"]:
+        return "fell back" if fell else "traced"
+    return "hit, some blocks fell back" if fell else "hit"
+
+
+def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool) -> dict:
+    c = generate.case(seed, warm_runs)
+    case_dir = work / c.name
+    case_dir.mkdir(parents=True, exist_ok=True)
+    (case_dir / f"{c.name}.py").write_text(c.source)
+    cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced))
+    warm = []
+    for i, mutations in enumerate(c.warm):
+        r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced))
+        r["mutations"] = mutations
+        if "error" not in r:
+            r["outcome"] = classify(r, traced)
+            r["false_hit"] = r["out_diff"] > TOL or r["grad_diff"] > TOL
+        warm.append(r)
+    return {"seed": seed, "name": c.name, "features": c.features, "cold_mutations": c.cold,
+            "cold": cold, "warm": warm}
+
+
+def summarize(cases: list[dict]) -> dict:
+    warm = [w for c in cases for w in c["warm"]]
+    outcomes: dict[str, int] = {}
+    for w in warm:
+        key = w.get("outcome", "error")
+        outcomes[key] = outcomes.get(key, 0) + 1
+    kinds: dict[str, int] = {}
+    for w in warm:
+        for snippet in w["mutations"]:
+            for kind, snippets in generate.MUTATIONS.items():
+                if snippet in snippets:
+                    kinds[kind] = kinds.get(kind, 0) + 1
+    return {"cases": len(cases), "warm_runs": len(warm), "outcomes": outcomes,
+            "false_hits": sum(1 for w in warm if w.get("false_hit")),
+            "errors": sum(1 for w in warm if "error" in w) + sum(1 for c in cases if "error" in c["cold"]),
+            "mutation_kinds": dict(sorted(kinds.items()))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cases", type=int, default=4)
+    ap.add_argument("--warm", type=int, default=9, help="warm runs per case")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--traced", action="store_true")
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    cases = []
+    for seed in range(args.seed, args.seed + args.cases):
+        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced))
+        s = summarize(cases)
+        print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
+              f"{s['outcomes']}", flush=True)
+    result = {"mode": "traced" if args.traced else "precompiled", "seed": args.seed,
+              "seconds": round(time.perf_counter() - start, 1), "summary": summarize(cases),
+              "torch": torch.__version__, "cases": cases}
+    pathlib.Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
