@@ -212,14 +212,23 @@ def _value(rng: random.Random) -> str:
     return repr(round(rng.choice([-1, 1]) * rng.uniform(0.3, 2.5), 3))
 
 
-def case(seed: int, warm_runs: int) -> Case:
+def every_kind(seed: int = 0) -> Case:
+    """One case whose forward reads every feature, warm once per mutation
+    snippet (the kinds issue 32 found, as named regression cases)."""
+    out = case(seed, 0, features=sorted(STEPS))
+    out.name, out.cold = f"fz_every_{seed}", []
+    out.warm = [[]] + [[s] for kind in sorted(MUTATIONS) for s in MUTATIONS[kind]]
+    return out
+
+
+def case(seed: int, warm_runs: int, features: list[str] | None = None) -> Case:
     """Case `seed`: its module's source and `warm_runs` lists of mutations.
 
     A third of the warm runs repeat the cold run's mutations exactly (they
     must hit: the positive control); the others add one or two mutations,
     mostly of features the forward reads, some of features it does not."""
     rng = random.Random(seed)
-    features = rng.sample(sorted(STEPS), rng.randint(2, 6))
+    features = features or rng.sample(sorted(STEPS), rng.randint(2, 6))
     body = "\n".join("        " + STEPS[f] for f in features)
     values = {f"c{i}": _value(rng) for i in range(1, 9)}
     name = f"fz_case_{seed}"

@@ -134,22 +134,32 @@ def classify(r: dict, traced: bool) -> str:
     return "hit, some blocks fell back" if fell else "hit"
 
 
-def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool) -> dict:
-    c = generate.case(seed, warm_runs)
+def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
+             c: generate.Case | None = None) -> dict:
+    c = c or generate.case(seed, warm_runs)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
     (case_dir / f"{c.name}.py").write_text(c.source)
+    t = time.perf_counter()
     cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced))
+    cold["seconds"] = round(time.perf_counter() - t, 2)
     warm = []
     for i, mutations in enumerate(c.warm):
+        t = time.perf_counter()
         r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced))
+        r["seconds"] = round(time.perf_counter() - t, 2)
         r["mutations"] = mutations
+        r["added"] = mutations[len(c.cold):] if mutations[:len(c.cold)] == c.cold else mutations
         if "error" not in r:
             r["outcome"] = classify(r, traced)
             r["false_hit"] = r["out_diff"] > TOL or r["grad_diff"] > TOL
         warm.append(r)
     return {"seed": seed, "name": c.name, "features": c.features, "cold_mutations": c.cold,
             "cold": cold, "warm": warm}
+
+
+def mutation_kinds(snippets: list[str]) -> list[str]:
+    return [kind for s in snippets for kind, listed in generate.MUTATIONS.items() if s in listed]
 
 
 def summarize(cases: list[dict]) -> dict:
@@ -160,14 +170,20 @@ def summarize(cases: list[dict]) -> dict:
         outcomes[key] = outcomes.get(key, 0) + 1
     kinds: dict[str, int] = {}
     for w in warm:
-        for snippet in w["mutations"]:
-            for kind, snippets in generate.MUTATIONS.items():
-                if snippet in snippets:
-                    kinds[kind] = kinds.get(kind, 0) + 1
+        for kind in mutation_kinds(w["added"]) or ["same as cold"]:
+            kinds[kind] = kinds.get(kind, 0) + 1
     return {"cases": len(cases), "warm_runs": len(warm), "outcomes": outcomes,
             "false_hits": sum(1 for w in warm if w.get("false_hit")),
             "errors": sum(1 for w in warm if "error" in w) + sum(1 for c in cases if "error" in c["cold"]),
             "mutation_kinds": dict(sorted(kinds.items()))}
+
+
+def _preimport() -> None:
+    """What every child would import again: once, in the parent (the
+    children still run nothing the parent ran)."""
+    import torch._dynamo.aot_compile  # noqa: F401
+    import torch._inductor.codecache  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,11 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--traced", action="store_true")
+    ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
     args = ap.parse_args(argv)
+    _preimport()
     start = time.perf_counter()
     cases = []
     for seed in range(args.seed, args.seed + args.cases):
-        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced))
+        one = generate.every_kind(seed) if args.every_kind else None
+        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)
