@@ -38,6 +38,13 @@ _keys_seen: list[str] = []
 # was seen here (status: the client's source — "node", "server", "compiled",
 # "local" — or "error"); kcache.prewarm reports it.
 _outcomes: dict[str, dict[str, str]] = {}
+
+
+def drop_node_copy(store, key: str) -> None:
+    """Removes a refused bundle from this node's tier (layout: docs/client.md)."""
+    local_dir = store.config.get("local_dir")
+    if local_dir:
+        pathlib.Path(local_dir, "objects", key[:2], key).unlink(missing_ok=True)
 # key -> the Dynamo input sources of the first graph this process keyed with it.
 _first_sources: dict[str, str] = {}
 
@@ -115,13 +122,7 @@ class RegionBackend:
     def _refuse(self, key: str) -> None:
         stats.bump(verify_failures=1)
         _ready_in_process.discard(key)
-        self._drop_node_copy(key)
-
-    def _drop_node_copy(self, key: str) -> None:
-        """Removes a refused bundle from this node's tier (layout: docs/client.md)."""
-        local_dir = self.store.config.get("local_dir")
-        if local_dir:
-            pathlib.Path(local_dir, "objects", key[:2], key).unlink(missing_ok=True)
+        drop_node_copy(self.store, key)
 
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
@@ -183,12 +184,12 @@ class RegionBackend:
             # Cubins for another GPU arch (docs/artifact.md): refused, never run.
             stats.bump(arch_refusals=1)
             log.warning("kcache: bundle %s refused: %s; compiling here", key[:12], e)
-            self._drop_node_copy(key)
+            drop_node_copy(self.store, key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
         except (_core.KcacheError, ValueError, OSError) as e:
             stats.bump(restore_failures=1)
             log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
-            self._drop_node_copy(key)
+            drop_node_copy(self.store, key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
 
     def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str):

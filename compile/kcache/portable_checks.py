@@ -79,16 +79,21 @@ def _short(desc: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def first_failure(checks: list[dict[str, Any]], f_locals: dict[str, Any]) -> str | None:
+def first_failure(checks: list[dict[str, Any]], f_locals: dict[str, Any],
+                  memo: dict | None = None) -> str | None:
     """None when every check passes; otherwise the first failing one in
-    words ("G['__import_m'].FLAG: compiled with ["bool", "False"], now ...")."""
-    memo: dict = {}
+    words ("G['__import_m'].FLAG: compiled with ["bool", "False"], now ...").
+
+    `memo` keeps class descriptions between calls: a region passes one memo
+    for the first calls of all its blocks (their classes are the same), so
+    a class is described once per region, not once per block."""
+    memo = {} if memo is None else memo
     for c in checks:
         try:
             now = expected(c["kind"], resolve(c["path"], f_locals), c.get("arg"), memo)
         except Exception as e:  # noqa: BLE001 - a path that no longer resolves is a difference
             return f"{c['source']} ({c['guard']}): no longer readable ({type(e).__name__}: {e})"
-        if _canon(now) != _canon(c["want"]):
+        if now != c["want"] and _canon(now) != _canon(c["want"]):
             return f"{c['source']} ({c['guard']}): compiled with {_short(c['want'])}, now {_short(now)}"
     return None
 

@@ -35,10 +35,11 @@ from typing import Any, Callable
 
 import torch
 
-from . import _core, bundle_io, isa_probes, portable_checks
+from . import _core, bundle_io, isa_probes, portable_checks, verify_first_use
 from . import _torch_adaptor as adaptor
 from . import counters as stats
 from . import precompiled_key as pk
+from .backend import drop_node_copy
 from .keyfields import CompileSettings, short_target
 
 log = logging.getLogger("kcache")
@@ -104,6 +105,7 @@ class _SpecState:
     fallback: str | None = None
     # variant key -> (function, its portable checks), or None for the traced path
     variants: dict[str, Any] = field(default_factory=dict)
+    unverified: set[str] = field(default_factory=set)  # loaded, not yet compared (KCACHE_VERIFY_FIRST_USE)
 
 
 class PrecompiledRegion:
@@ -118,6 +120,7 @@ class PrecompiledRegion:
         self.traced = traced  # today's path for one block: a callable (RegionBackend under torch.compile)
         self._specs: dict[tuple, _SpecState] = {}
         self._said: set[str] = set()
+        self._class_memo: dict = {}  # class descriptions, shared by the first calls of its blocks
 
     # ------------------------------------------------------------ running
 
@@ -163,7 +166,8 @@ class PrecompiledRegion:
         if compiled is None:
             return None
         fn, checks = compiled
-        failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs})
+        failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs},
+                                                self._class_memo)
         if failure is None:
             return fn
         stats.bump(precompiled_check_failures=1)
@@ -210,7 +214,30 @@ class PrecompiledRegion:
         vkey, vexpl = self._variant_key(state, block)
         if vkey not in state.variants:
             state.variants[vkey] = self._variant(state, vkey, vexpl, block, args, kwargs)
-        return self._checked(block, state, state.variants[vkey], args, kwargs)
+        fn = self._checked(block, state, state.variants[vkey], args, kwargs)
+        if fn is not None and vkey in state.unverified:
+            state.unverified.discard(vkey)
+            if not self._verified(block, fn, vkey, args, kwargs):
+                state.variants[vkey] = None
+                return None
+        return fn
+
+    def _verified(self, block, fn, vkey: str, args: tuple, kwargs: dict) -> bool:
+        """KCACHE_VERIFY_FIRST_USE=1: a loaded variant's first call compared
+        with eager, forward and backward (kcache.verify_first_use)."""
+        mismatch = verify_first_use.precompiled_mismatch(
+            lambda *a, **k: adaptor.aot_run(fn, block, *a, **k), block, args, kwargs)
+        if mismatch is None:
+            return True
+        if mismatch.startswith("skipped"):
+            self.say_once(mismatch, "kcache: region %s: first use not compared with eager (%s)",
+                          self.name, mismatch[len("skipped: "):])
+            return True
+        stats.bump(verify_failures=1)
+        log.error("kcache: region %s: precompiled variant %s disagrees with eager on first use (%s); "
+                  "refusing it: its blocks take the traced path", self.name, vkey[:12], mismatch)
+        drop_node_copy(self.store, vkey)
+        return False
 
     def _variant_key(self, state: _SpecState, block) -> tuple[str, str]:
         try:
@@ -329,7 +356,10 @@ class PrecompiledRegion:
             except adaptor.PrecompileUnsupported as e:
                 return self._variant_fallback(state, str(e))
         try:
-            return self._load(vkey, data, source, pk.device_of(block, args))
+            loaded = self._load(vkey, data, source, pk.device_of(block, args))
+            if verify_first_use.enabled():
+                state.unverified.add(vkey)
+            return loaded
         except bundle_io.WrongArch as e:
             stats.bump(arch_refusals=1)
             return self._variant_fallback(state, f"refused: {e}")

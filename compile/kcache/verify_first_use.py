@@ -1,5 +1,9 @@
 """KCACHE_VERIFY_FIRST_USE=1: check each restored region once against eager.
 
+Precompiled regions (kcache.precompiled) are checked too, forward and
+backward: precompiled_mismatch() below; a mismatch sends the variant's
+blocks to the traced path and drops the node tier's copy.
+
 A restored artifact is code every rank runs; a bad but valid one (a compiler
 bug, signed in good faith) passes every checksum and signature. With this
 switch the first call of each restored region in a process also runs the
@@ -80,3 +84,56 @@ def wrap(compiled: Callable, eager: Callable, recompile: Callable[[], Callable],
         return state["impl"](*reference_inputs)
 
     return call
+
+
+def _has_active_dropout(block: torch.nn.Module) -> bool:
+    return block.training and any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+                                  for m in block.modules())
+
+
+def _fresh(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return a.detach().clone().requires_grad_(a.requires_grad)
+    return a
+
+
+def _forward_backward(run: Callable, block: torch.nn.Module, args: tuple, kwargs: dict):
+    """Outputs, and the gradients of a fixed projection of them with respect
+    to the parameters and the floating inputs that require grad."""
+    xs = tuple(_fresh(a) for a in args)
+    kws = {k: _fresh(v) for k, v in kwargs.items()}
+    out = run(*xs, **kws)
+    flat = [t for t in (out if isinstance(out, list | tuple) else [out])
+            if isinstance(t, torch.Tensor) and t.requires_grad]
+    wrt = [p for p in block.parameters() if p.requires_grad] + [
+        a for a in (*xs, *kws.values()) if isinstance(a, torch.Tensor) and a.requires_grad]
+    if not flat or not wrt:
+        return out, []
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    loss = sum((t.float() * torch.randn(t.shape, generator=gen).to(t.device)).sum() for t in flat)
+    grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+    return out, [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
+
+
+def precompiled_mismatch(compiled: Callable, block: torch.nn.Module, args: tuple,
+                         kwargs: dict) -> str | None:
+    """For a loaded precompiled function's first call in this process: runs
+    it and the block eagerly on copies of the same inputs, forward and
+    backward (gradients of a fixed random projection of the outputs, with
+    respect to the parameters and the inputs that require grad), and says
+    what differs; None when both agree, or "skipped: ..." when they cannot
+    be compared (dropout active in training draws from another random
+    stream in Inductor's code than in eager)."""
+    if _has_active_dropout(block):
+        return "skipped: dropout is active in training (its random streams differ)"
+    rng = torch.random.get_rng_state()
+    try:
+        eager_out, eager_grads = _forward_backward(block._call_impl, block, args, kwargs)
+        got_out, got_grads = _forward_backward(compiled, block, args, kwargs)
+    finally:
+        torch.random.set_rng_state(rng)
+    if not outputs_match(got_out, eager_out):
+        return "forward outputs differ from eager"
+    if not outputs_match(list(got_grads), list(eager_grads)):
+        return "gradients differ from eager"
+    return None

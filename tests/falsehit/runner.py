@@ -42,7 +42,7 @@ from . import generate
 
 TOL = 1e-4
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
-         "precompiled_check_failures", "precompiled_traces", "compiles")
+         "precompiled_check_failures", "precompiled_traces", "compiles", "verify_failures")
 
 
 def _in_child(fn, timeout: int = 600) -> dict:
@@ -81,10 +81,11 @@ def _diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(((x.double() - y.double()).abs().max().item() for x, y in zip(a, b)), default=0.0)
 
 
-def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool) -> dict:
+def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
+         node: str = "node") -> dict:
     """One process: build the case's model, mutate it, eager then kcache."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
-    os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / "node")
+    os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
     os.environ["KCACHE_PRECOMPILED"] = "0" if traced else "1"
     torch.set_num_threads(1)
     if not traced:
@@ -195,7 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--traced", action="store_true")
     ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
+    ap.add_argument("--single", nargs=2, metavar=("NODE", "INDUCTOR"),
+                    help="one run of the all-features case --seed (generate.every_kind) in this "
+                         "process, node tier and Inductor dir "
+                         "named under --work, mutations from --mutation; prints its JSON")
+    ap.add_argument("--mutation", action="append", default=[])
     args = ap.parse_args(argv)
+    if args.single:
+        c = generate.every_kind(args.seed)
+        case_dir = pathlib.Path(args.work) / c.name
+        case_dir.mkdir(parents=True, exist_ok=True)
+        (case_dir / f"{c.name}.py").write_text(c.source)
+        print(json.dumps(_run(case_dir, c.name, args.mutation, args.single[1], args.traced,
+                              node=args.single[0])))
+        return 0
     _preimport()
     start = time.perf_counter()
     cases = []

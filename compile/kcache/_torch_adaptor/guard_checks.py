@@ -70,6 +70,10 @@ _SAME_AS_BASE = frozenset({"UnspecializedNNModuleSource", "UnspecializedBuiltinN
                            "NNModuleSource", "FSDPNNModuleSource", "NotNNModuleSource"})
 # Sources that read an attribute (`member`) of their base.
 _ATTR = frozenset({"AttrSource", "UnspecializedParamBufferSource", "CellContentsSource"})
+_ITEM = frozenset({"DictGetItemSource", "GetItemSource", "ODictGetItemSource"})
+_SIMPLE = {"TypeSource": "type", "TypeDictSource": "typedict", "TypeMROSource": "mro",
+           "ClosureSource": "closure"}
+_KNOWN_CHAINED = _SAME_AS_BASE | _ATTR | _ITEM | set(_SIMPLE) | {"DefaultsSource"}
 
 
 class NoPortableCheck(Exception):
@@ -92,22 +96,20 @@ def source_path(source: Any, f_globals: dict[str, Any]) -> list[list[Any]]:
         if name.startswith("__builtins_dict__") and f_globals.get(name) is builtins.__dict__:
             return [["module", "builtins"], ["vars"]]
         raise NoPortableCheck(f"global {name!r} of kcache's own entry function")
+    if kind not in _KNOWN_CHAINED:
+        raise NoPortableCheck(f"source {kind}")
     if kind in _SAME_AS_BASE:
         return source_path(source.base, f_globals)
-    base = source_path(source.base, f_globals) if hasattr(source, "base") else None
-    if base is None:
-        raise NoPortableCheck(f"source {kind}")
+    base = source_path(source.base, f_globals)
     if kind in _ATTR:
         return base + [["attr", source.member]]
-    if kind in ("DictGetItemSource", "GetItemSource", "ODictGetItemSource"):
+    if kind in _ITEM:
         index = source.index
         if getattr(source, "index_is_slice", False) or not isinstance(index, str | int | bool | type(None)):
             raise NoPortableCheck(f"{kind} with index {type(index).__name__}")
         return base + [["item", index]]
-    simple = {"TypeSource": "type", "TypeDictSource": "typedict", "TypeMROSource": "mro",
-              "ClosureSource": "closure"}
-    if kind in simple:
-        return base + [[simple[kind]]]
+    if kind in _SIMPLE:
+        return base + [[_SIMPLE[kind]]]
     if kind == "DefaultsSource":
         return base + [["kwdefault" if source.is_kw else "default", source.idx_key]]
     raise NoPortableCheck(f"source {kind}")

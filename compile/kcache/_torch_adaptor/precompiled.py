@@ -22,7 +22,9 @@ from .inductor import inductor_config_patches
 
 
 def required() -> dict[str, bool]:
+    import torch._guards
     from torch._dynamo import aot_compile, guards, package, pgo
+    from torch._dynamo import types as dynamo_types
 
     fn_cls = getattr(aot_compile, "AOTCompiledFunction", None)
     return {
@@ -36,6 +38,12 @@ def required() -> dict[str, bool]:
         "torch._dynamo.guards.CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES": hasattr(
             guards.CheckFunctionManager, "UNSUPPORTED_SERIALIZATION_GUARD_TYPES"),
         "torch._dynamo.eval_frame.OptimizedModule": hasattr(torch._dynamo.eval_frame, "OptimizedModule"),
+        # The portable guard checks (guard_checks.py) read these.
+        "torch._dynamo.types.GuardFilterEntry(name, guard_type, is_global, has_value, value, orig_guard)":
+        {"name", "guard_type", "is_global", "has_value", "value", "orig_guard"} <= set(
+            getattr(getattr(dynamo_types, "GuardFilterEntry", None), "__dataclass_fields__", {})),
+        "torch._guards.Guard(originating_source, create_fn)": {"originating_source", "create_fn"} <= set(
+            getattr(torch._guards.Guard, "__dataclass_fields__", {})),
     }
 
 
