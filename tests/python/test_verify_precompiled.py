@@ -48,8 +48,9 @@ def plant(case_dir) -> None:
     assert real_path.name == other_path.name  # the same key: the global is not in it
     real, _, _ = _core.read_bundle(real_path.read_bytes(), expected_key=real_path.name)
     other, sections, _ = _core.read_bundle(other_path.read_bytes(), expected_key=other_path.name)
-    other["portable_checks"] = real["portable_checks"]
-    real_path.write_bytes(_core.write_bundle(other, sections))
+    planted = json.loads(other)
+    planted["portable_checks"] = json.loads(real)["portable_checks"]
+    real_path.write_bytes(_core.write_bundle(json.dumps(planted), sections))
 
 
 @pytest.mark.slow
