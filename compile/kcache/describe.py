@@ -42,7 +42,9 @@ _MAX_ITEMS = 64
 _SKIP_MEMBERS = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__",
                            "__annotations__", "__orig_bases__", "__parameters__", "_abc_impl",
                            "__firstlineno__", "__static_attributes__", "__slotnames__",
-                           "__abstractmethods__", "__type_params__"})
+                           "__abstractmethods__", "__type_params__",
+                           # set on nn.Module by Dynamo's first compile in a process
+                           "___needs_generation_tag_patch"})
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_PLAIN = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
@@ -144,7 +146,25 @@ def _describe_sequence(obj: list | tuple, depth: int, memo: dict) -> list:
     return [type(obj).__name__, [describe(x, depth + 1, memo) for x in obj]]
 
 
+# Wrappers PyTorch itself installs on a process's first compile (Dynamo's
+# generation tagging wraps nn.Module.__init__ and __setstate__): described
+# as the function they wrap, so that a process that has compiled and one
+# that has not describe nn.Module alike.
+_TRANSPARENT_WRAPPERS = frozenset({"torch._dynamo.mutation_guard"})
+
+
+def _unwrapped(fn: types.FunctionType) -> types.FunctionType:
+    while fn.__module__ in _TRANSPARENT_WRAPPERS:
+        inner = [c.cell_contents for c in fn.__closure__ or ()
+                 if isinstance(c.cell_contents, types.FunctionType)]
+        if not inner:
+            break
+        fn = inner[0]
+    return fn
+
+
 def _describe_function(fn: types.FunctionType, depth: int, memo: dict) -> list:
+    fn = _unwrapped(fn)
     cells = []
     for cell in fn.__closure__ or ():
         try:

@@ -94,8 +94,20 @@ def first_failure(checks: list[dict[str, Any]], f_locals: dict[str, Any],
         except Exception as e:  # noqa: BLE001 - a path that no longer resolves is a difference
             return f"{c['source']} ({c['guard']}): no longer readable ({type(e).__name__}: {e})"
         if now != c["want"] and _canon(now) != _canon(c["want"]):
-            return f"{c['source']} ({c['guard']}): compiled with {_short(c['want'])}, now {_short(now)}"
+            return f"{c['source']} ({c['guard']}): {_difference(c['want'], now)}"
     return None
+
+
+def _difference(want: Any, now: Any) -> str:
+    """A difference in words; for two class descriptions, the first class of
+    the MRO whose members differ."""
+    if (isinstance(want, list) and isinstance(now, list) and len(want) == len(now) == 3
+            and want[0] == now[0] == "class" and want[1] == now[1]):
+        for w, n in zip(want[2], now[2]):
+            if w != n:
+                return f"the members of {w[0]} differ from when it was compiled"
+        return f"the MRO of {want[1]} differs from when it was compiled"
+    return f"compiled with {_short(want)}, now {_short(now)}"
 
 
 def _canon(desc: Any) -> str:

@@ -1,0 +1,66 @@
+"""Portable descriptions (kcache/describe.py): the same in two processes
+for the same objects, different when what an object computes differs."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+
+import torch
+
+from kc_testing import PYTHON, python_env
+
+from kcache.describe import describe, describe_class
+
+PROBE = r'''
+import json, sys, torch
+from kcache.describe import describe_class
+if sys.argv[1] == "compiled":  # Dynamo wraps nn.Module.__init__ on a process's first trace
+    torch.compile(torch.nn.Linear(2, 2), backend="eager")(torch.randn(1, 2))
+print(json.dumps(describe_class(torch.nn.Linear)))
+'''
+
+
+def probe(state: str):
+    out = subprocess.run([PYTHON, "-c", PROBE, state], capture_output=True, text=True, timeout=300,
+                         env=python_env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_a_process_that_compiled_and_one_that_did_not_describe_nn_module_alike():
+    fresh, compiled = probe("fresh"), probe("compiled")
+    assert fresh == compiled and fresh == json.loads(json.dumps(describe_class(torch.nn.Linear)))
+
+
+def _f(x):
+    return x + 1
+
+
+def _g(x):
+    return x + 2
+
+
+def _make(k):
+    def inner(x):
+        return x * k
+    return inner
+
+
+def test_what_an_object_computes_decides_its_description():
+    assert describe(_f) != describe(_g)  # same shape, another constant
+    assert describe(_make(2)) == describe(_make(2)) != describe(_make(3))  # closure cells
+    assert describe(functools.partial(_f)) != describe(functools.partial(_g))
+    assert describe(torch.tanh) != describe(torch.sigmoid)
+    assert describe(1.5) != describe(2.5) and describe(True) != describe(1)
+
+    class A(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    before = describe_class(A)
+    A.forward = lambda self, x: x * 2
+    assert describe_class(A) != before  # a method replaced at run time
+    A.K = 3
+    assert describe_class(A)[2][0] != before[2][0]
