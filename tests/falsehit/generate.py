@@ -71,7 +71,10 @@ MUTATIONS = {
               "blocks[2].register_forward_pre_hook(lambda mod, i: (i[0] * 0.5,))",
               "blocks[0].register_forward_hook(lambda mod, a, k, o: o - 1.0, with_kwargs=True)",
               "blocks[1].sub.lin.register_forward_pre_hook(lambda mod, i: (i[0] + 1.0,))",
-              "torch.nn.modules.module.register_module_forward_hook(lambda mod, i, o: o)"],
+              "torch.nn.modules.module.register_module_forward_hook(lambda mod, i, o: o)",
+              "blocks[1].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 2.0,))",
+              "blocks[0].sub.register_full_backward_pre_hook(lambda mod, go: (go[0] * 0.5,))",
+              "torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)"],
     "noop": ["pass", "m.SCALE = m.SCALE", "for b in blocks: b.fn = b.fn"],
 }
 
