@@ -30,8 +30,10 @@ def probe(state: str):
 
 
 def test_a_process_that_compiled_and_one_that_did_not_describe_nn_module_alike():
+    # (Two fresh processes: this test's own process has run other tests,
+    # which may have changed torch's classes.)
     fresh, compiled = probe("fresh"), probe("compiled")
-    assert fresh == compiled and fresh == json.loads(json.dumps(describe_class(torch.nn.Linear)))
+    assert fresh == compiled and fresh[1] == "torch.nn.modules.linear.Linear"
 
 
 def _f(x):
