@@ -1,5 +1,5 @@
 // Authorizer: who may do what. Every route names the role it needs
-// (read ⊂ write ⊂ admin, DESIGN.md "Server", docs/protocol.md "Roles"); the
+// (read ⊂ write ⊂ admin, docs/protocol.md "Roles", docs/security.md); the
 // session asks the authorizer before the handler runs (and before any body
 // byte is read).
 //
