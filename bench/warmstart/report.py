@@ -24,6 +24,16 @@ def _best_pytorch(cells: dict) -> tuple[str, float]:
     return name, cells[name]["overhead_s"]
 
 
+def _checks_line(k: dict) -> list[str]:
+    """The portable guard checks' own cost (issue 32), where the run has it."""
+    if "precompiled_check_seconds" not in k:
+        return []
+    n = max(k["precompiled_checks_run"], 1)
+    return ["", f"Portable guard checks: {k['precompiled_checks_run']} blocks checked in "
+            f"{k['precompiled_check_seconds'] * 1000:.1f} ms ({k['precompiled_check_seconds'] * 1000 / n:.2f} ms "
+            f"per block), {k['precompiled_check_failures']} failed."]
+
+
 def verdicts(row: dict) -> list[tuple[str, bool, str]]:
     c = row["cells"]
     pre = c["kcache_precompiled"]["overhead_s"]
@@ -91,7 +101,7 @@ def write(here: Path) -> None:
                   f"model build {pre['breakdown']['build_s']:.2f} s, wrap {pre['breakdown']['wrap_s']:.2f} s, "
                   f"first step {pre['breakdown']['first_step_s']:.2f} s, of which kcache loading "
                   f"(fetch, verify, restore, deserialize) "
-                  f"{pre['kcache']['precompiled_load_seconds']:.2f} s.", "",
+                  f"{pre['kcache']['precompiled_load_seconds']:.2f} s.", *_checks_line(pre['kcache']), "",
                   "| target | met | figures |", "|---|---|---|"]
         for name, ok, figures in verdicts(row):
             lines.append(f"| {name} | {'yes' if ok else 'no'} | {figures} |")

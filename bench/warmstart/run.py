@@ -83,7 +83,10 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
         k = r["kcache"]
         cell["kcache"] = {n: k[n] for n in ("hits_node", "hits_server", "misses", "compiles",
                                             "precompiled_traces", "precompiled_blocks",
-                                            "precompiled_load_seconds", "precompiled_fallbacks")}
+                                            "precompiled_load_seconds", "precompiled_fallbacks",
+                                            "precompiled_checks_run", "precompiled_check_seconds",
+                                            "precompiled_check_failures")
+                         if n in k}
     print(f"  {tag:28s} first step at {cell['to_first_step_s']:7.2f} s "
           f"(traces {cell['dynamo_traces']})", flush=True)
     return cell

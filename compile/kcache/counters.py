@@ -31,6 +31,10 @@ class Stats:
     # Blocks whose live objects differ from what their variant was compiled
     # with (a portable guard check failed: kcache.portable_checks).
     precompiled_check_failures: int = 0
+    # Blocks whose portable checks ran (first use per call signature) and
+    # the seconds those checks took in all.
+    precompiled_checks_run: int = 0
+    precompiled_check_seconds: float = 0.0
     precompiled_load_seconds: float = 0.0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0

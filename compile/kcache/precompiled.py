@@ -166,8 +166,10 @@ class PrecompiledRegion:
         if compiled is None:
             return None
         fn, checks = compiled
+        start = time.perf_counter()
         failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs},
                                                 self._class_memo)
+        stats.bump(precompiled_checks_run=1, precompiled_check_seconds=time.perf_counter() - start)
         if failure is None:
             return fn
         stats.bump(precompiled_check_failures=1)
