@@ -42,11 +42,22 @@ Result<Side> stored_side(Api& api, const std::string& text) {
   }
   auto expl = explanation_from_json(manifest, "stored entry " + *key);
   if (!expl) return make_error(Errc::corrupt, expl.error().message);
-  return Side{"stored entry", std::move(*expl)};
+  return Side{"stored entry", std::move(*expl), {}};
 }
 
 json side_json(const Side& s) {
-  return {{"key", s.expl.key}, {"label", s.expl.label}, {"source", s.source}};
+  return {{"key", s.expl.key},
+          {"label", s.expl.label},
+          {"source", s.source},
+          {"check_failures", s.check_failures}};
+}
+
+// A check-failure record: the lookup found the entry, the process refused it.
+void print_check_failures(std::ostream& os, const Side& subject) {
+  if (subject.check_failures.empty()) return;
+  os << "found, but not used: the process's checks of the stored entry failed (it took the traced "
+        "path instead):\n";
+  for (const auto& f : subject.check_failures) os << "  " << f << '\n';
 }
 
 Status compare_two(const Context& ctx, const Side& left, const Side& right) {
@@ -59,6 +70,8 @@ Status compare_two(const Context& ctx, const Side& left, const Side& right) {
                      .dump(2)
               << '\n';
   } else {
+    print_check_failures(std::cout, left);
+    print_check_failures(std::cout, right);
     print_diff(std::cout, left, right, diffs);
   }
   return Ok{};
@@ -123,6 +136,7 @@ Status search(const Context& ctx, Api& api, const Side& subject) {
   }
   std::cout << "subject  " << subject.expl.key << "  " << subject.expl.label << "  ("
             << subject.source << ")\n";
+  print_check_failures(std::cout, subject);
   if (stored) std::cout << "this key is stored now: a lookup for it hits\n";
   if (matches.empty()) return Ok{};
   std::cout << '\n'
@@ -154,9 +168,9 @@ Status run_explain(const Context& ctx, Api& api, const ExplainOptions& o) {
     sides.push_back(std::move(*s));
   }
   for (const auto& f : o.files) {
-    auto e = explanation_from_file(f);
-    if (!e) return e.error();
-    sides.push_back(Side{"file " + f, std::move(*e)});
+    auto s = side_from_file(f);
+    if (!s) return s.error();
+    sides.push_back(std::move(*s));
   }
   if (sides.size() == 2) return compare_two(ctx, sides[0], sides[1]);
   return search(ctx, api, sides[0]);

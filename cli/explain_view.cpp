@@ -46,7 +46,7 @@ Result<keys::Explanation> explanation_from_json(const json& j, const std::string
   return out;
 }
 
-Result<keys::Explanation> explanation_from_file(const std::string& path) {
+Result<Side> side_from_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return usage_error("cannot read " + path);
   std::stringstream ss;
@@ -62,7 +62,15 @@ Result<keys::Explanation> explanation_from_file(const std::string& path) {
     j = json::parse(last, nullptr, false);
     if (j.is_discarded()) return usage_error(path + " is neither JSON nor JSON lines");
   }
-  return explanation_from_json(j, path);
+  auto expl = explanation_from_json(j, path);
+  if (!expl) return expl.error();
+  Side side{"file " + path, std::move(*expl), {}};
+  if (j.is_object() && j.contains("check_failures") && j["check_failures"].is_array()) {
+    for (const auto& f : j["check_failures"]) {
+      if (f.is_string()) side.check_failures.push_back(f.get<std::string>());
+    }
+  }
+  return side;
 }
 
 std::pair<std::string, std::string> contrast(const keys::FieldExplanation& left,

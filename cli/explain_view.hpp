@@ -18,6 +18,10 @@ namespace kcache::cli {
 struct Side {
   std::string source;  // "stored entry 9f86…", "file miss.jsonl"
   keys::Explanation expl;
+  // A miss-log record of kind "check_failure": the entry was found, but the
+  // process refused it because its own checks failed (precompiled regions'
+  // portable guard checks); each failure in words.
+  std::vector<std::string> check_failures;
 };
 
 // Accepts an explanation object, or any object holding one under
@@ -25,8 +29,9 @@ struct Side {
 // JSON text. Errc::invalid_argument naming `where` otherwise.
 Result<keys::Explanation> explanation_from_json(const nlohmann::json& j, const std::string& where);
 
-// A JSON file, or JSON lines (a miss log: the last record is used).
-Result<keys::Explanation> explanation_from_file(const std::string& path);
+// A JSON file, or JSON lines (a miss log: the last record is used), as one
+// side named "file PATH", with the record's check failures if it has any.
+Result<Side> side_from_file(const std::string& path);
 
 // Both sides of one field as short text, showing the neighbourhood of the
 // first differing character when the values are long.

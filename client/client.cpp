@@ -180,6 +180,14 @@ Result<bool> Client::put(std::string_view key, std::span<const std::uint8_t> bun
   }
 }
 
+void Client::note_check_failure(std::string_view key, std::string_view explanation,
+                                const std::vector<std::string>& failures) {
+  try {
+    impl_->note_check_failure(key, explanation, failures);
+  } catch (const std::exception&) {  // a log line is never worth an error
+  }
+}
+
 Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& compile,
                                        std::string_view explanation) {
   try {

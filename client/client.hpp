@@ -99,6 +99,12 @@ class KCACHE_CLIENT_API Client {
   Result<Fetched> get_or_compile(std::string_view key, const CompileFn& compile,
                                  std::string_view explanation = {});
 
+  // Writes a miss-log record (kind "check_failure") for a stored entry the
+  // caller found but refused because its own checks failed; `failures` says
+  // which, in words. Never fails: an unwritable log is skipped.
+  void note_check_failure(std::string_view key, std::string_view explanation,
+                          const std::vector<std::string>& failures);
+
   ClientStats stats() const;
   std::string stats_json() const;
   std::string stats_line() const;

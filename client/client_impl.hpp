@@ -336,7 +336,22 @@ struct Client::Impl {
   void note_miss(std::string_view key, std::string_view explanation) {
     stats.misses.fetch_add(1);
     if (log_enabled(LogLevel::debug)) log(LogLevel::debug, "miss " + std::string(key));
-    if (miss_log.empty()) return;
+    append_miss_log(miss_record(key, explanation));
+  }
+
+  // A stored entry this process found but did not use, because the caller's
+  // own checks of it failed (a precompiled region whose block differs from
+  // the one compiled): a miss-log record with the checks that failed, which
+  // `kcache explain --file misses.jsonl` shows.
+  void note_check_failure(std::string_view key, std::string_view explanation,
+                          const std::vector<std::string>& failures) {
+    auto line = miss_record(key, explanation);
+    line["kind"] = "check_failure";
+    line["check_failures"] = failures;
+    append_miss_log(line);
+  }
+
+  static nlohmann::json miss_record(std::string_view key, std::string_view explanation) {
     nlohmann::json line = {
         {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -346,6 +361,11 @@ struct Client::Impl {
     };
     auto ex = nlohmann::json::parse(explanation.begin(), explanation.end(), nullptr, false);
     line["explanation"] = explanation.empty() || ex.is_discarded() ? nlohmann::json() : ex;
+    return line;
+  }
+
+  void append_miss_log(const nlohmann::json& line) {
+    if (miss_log.empty()) return;
     std::string text = line.dump() + "\n";
     // O_APPEND and one write: lines from concurrent ranks never interleave.
     int fd = ::open(miss_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

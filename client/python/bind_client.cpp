@@ -175,6 +175,10 @@ void bind_client(py::module_& m) {
           " runs only on a miss this process must compile; its exception propagates after the "
           "lease is"
           " released. The GIL is released while waiting.")
+      .def("note_check_failure", &Client::note_check_failure, py::arg("key"),
+           py::arg("explanation"), py::arg("failures"),
+           "Writes a miss-log record (kind 'check_failure') for a stored entry found but not "
+           "used because the caller's checks of it failed; `kcache explain` shows it.")
       .def(
           "stats", [](const Client& self) { return stats_dict(self.stats()); },
           "This process's counters for this client (hits by tier, misses, compiles, bytes …).")

@@ -149,7 +149,7 @@ class _Compiler:
     def precompiled_region(self, regions: dict[str, PrecompiledRegion], name: str,
                            traced, entry: str = "call") -> PrecompiledRegion | None:
         """The region `name` on the precompiled path, or None when it is off
-        (KCACHE_PRECOMPILED unset or 0, another backend, kcache disabled)."""
+        (KCACHE_PRECOMPILED=0, another backend, kcache disabled)."""
         if not precompiled_enabled() or self.settings is None or self._backend(name) is None:
             return None
         region = regions.get(name)
@@ -175,26 +175,26 @@ def _rebind_instance_methods(new: torch.nn.Module, old: torch.nn.Module) -> None
 
 
 def precompiled_enabled() -> bool:
-    """Precompiled regions are opt-in: on only with KCACHE_PRECOMPILED=1.
+    """Precompiled regions are the default; KCACHE_PRECOMPILED=0 (or false,
+    no, off) turns them off.
 
-    They were the default until issue 32 found false hits: a warm process
-    could load a region whose Python code (a replaced method, a module
-    global, a function held in an attribute, a hook) differed from the cold
-    process's, under an identical key. The traced path keeps Dynamo's full
-    guards and was free of them in every case tried, so it is the default
-    until the false-hit fuzzer shows 0 on the precompiled path
-    (docs/precompiled.md "Why it is opt-in")."""
-    return os.environ.get("KCACHE_PRECOMPILED", "0").strip().lower() in ("1", "true", "yes", "on")
+    They were opt-in while issue 32 was open (false hits: a warm process
+    could load a region whose Python code, module globals or hooks differed
+    from the cold process's). Every guard Dynamo builds is now kept, checked
+    portably, or checked by one trace per variant, and the false-hit fuzzer
+    found 0 false hits in 3,080 warm runs (docs/precompiled.md "Guards",
+    bench/falsehit/REPORT.md)."""
+    return os.environ.get("KCACHE_PRECOMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
     """Regional compilation through kcache; see accelerate.utils.compile_regions.
 
-    Repeated blocks take the traced path (Dynamo traces each block, kcache
-    supplies what it compiles); with KCACHE_PRECOMPILED=1 they take the
-    precompiled path (kcache.precompiled: no Dynamo trace on a warm start,
-    one trace per region cluster-wide on a cold one), and a region that
-    cannot falls back to the traced path, said once with the reason."""
+    Repeated blocks take the precompiled path (kcache.precompiled: no Dynamo
+    trace on a warm start, one trace per region cluster-wide on a cold one)
+    unless KCACHE_PRECOMPILED=0; a region that cannot falls back to the
+    traced path (Dynamo traces each block, kcache supplies what it
+    compiles), said once with the reason."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)
@@ -238,9 +238,9 @@ def compile(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
 def compile_regions_in_place(module: torch.nn.Module, **compile_kwargs: Any) -> None:
     """Like compile_regions, but compiling the blocks themselves, as
     nn.Module.compile() does (Accelerate's DeepSpeed and FSDP2 variants: the
-    engine keeps its module objects). With KCACHE_PRECOMPILED=1 blocks take
-    the precompiled path (kcache.precompiled_in_place) unless a block has
-    module hooks; the others are compiled as nn.Module.compile() would."""
+    engine keeps its module objects). Blocks take the precompiled path
+    (kcache.precompiled_in_place) unless KCACHE_PRECOMPILED=0 or a block has
+    module hooks; those are compiled as nn.Module.compile() would."""
     adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)

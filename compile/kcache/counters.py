@@ -35,6 +35,10 @@ class Stats:
     # the seconds those checks took in all.
     precompiled_checks_run: int = 0
     precompiled_check_seconds: float = 0.0
+    # Variants whose guards are not all portable: one Dynamo trace each per
+    # process (a trace check), and the seconds those traces took.
+    precompiled_trace_checks: int = 0
+    precompiled_trace_check_seconds: float = 0.0
     precompiled_load_seconds: float = 0.0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0

@@ -83,12 +83,16 @@ def first_failure(checks: list[dict[str, Any]], f_locals: dict[str, Any],
                   memo: dict | None = None) -> str | None:
     """None when every check passes; otherwise the first failing one in
     words ("G['__import_m'].FLAG: compiled with ["bool", "False"], now ...").
+    A check of kind "trace" is skipped: it takes a Dynamo trace
+    (kcache.precompiled, _torch_adaptor/trace_capture.py).
 
     `memo` keeps class descriptions between calls: a region passes one memo
     for the first calls of all its blocks (their classes are the same), so
     a class is described once per region, not once per block."""
     memo = {} if memo is None else memo
     for c in checks:
+        if c["kind"] == "trace":  # needs Dynamo: PrecompiledRegion's trace check
+            continue
         try:
             now = expected(c["kind"], resolve(c["path"], f_locals), c.get("arg"), memo)
         except Exception as e:  # noqa: BLE001 - a path that no longer resolves is a difference

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import _core, bundle_io, isa_probes, portable_checks, verify_first_use
+from . import _core, bundle_io, describe, isa_probes, portable_checks, verify_first_use
 from . import _torch_adaptor as adaptor
 from . import counters as stats
 from . import precompiled_key as pk
@@ -106,6 +106,9 @@ class _SpecState:
     # variant key -> (function, its portable checks), or None for the traced path
     variants: dict[str, Any] = field(default_factory=dict)
     unverified: set[str] = field(default_factory=set)  # loaded, not yet compared (KCACHE_VERIFY_FIRST_USE)
+    # variant key -> this process's trace check: Dynamo's guard manager for
+    # the graph it traced (the stored one), or why the check failed
+    traced_guards: dict[str, Any] = field(default_factory=dict)
 
 
 class PrecompiledRegion:
@@ -158,11 +161,12 @@ class PrecompiledRegion:
             ready[spec] = None
         return self._traced(block, slots)(*args, **kwargs)
 
-    def _checked(self, block, state: _SpecState, compiled: tuple[Any, list] | None, args: tuple,
-                 kwargs: dict):
+    def _checked(self, block, state: _SpecState, variant: tuple[str, str],
+                 compiled: tuple[Any, list] | None, args: tuple, kwargs: dict):
         """The function if every portable guard check of its variant passes
         on this block's live objects, else None (the traced path), said once
-        per failing check and counted (issue 32: another process's code)."""
+        per failing check, counted, and written to the miss log for `kcache
+        explain` (issue 32: another process's code)."""
         if compiled is None:
             return None
         fn, checks = compiled
@@ -170,6 +174,9 @@ class PrecompiledRegion:
         failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs},
                                                 self._class_memo)
         stats.bump(precompiled_checks_run=1, precompiled_check_seconds=time.perf_counter() - start)
+        trace = [c for c in checks if c["kind"] == "trace"]
+        if failure is None and trace:
+            failure = self._trace_check(state, variant[0], trace[0], block, args, kwargs)
         if failure is None:
             return fn
         stats.bump(precompiled_check_failures=1)
@@ -180,7 +187,41 @@ class PrecompiledRegion:
         failures = _outcomes.get(state.key, {}).setdefault("check_failures", [])
         if failure not in failures:
             failures.append(failure)
+            vkey, vexpl = variant
+            self.store.note_check_failure(vkey, vexpl, [failure])
         return None
+
+    def _trace_check(self, state: _SpecState, vkey: str, check: dict, block, args: tuple,
+                     kwargs: dict) -> str | None:
+        """A variant with guards that have no portable check: this process
+        traces one block of it (Dynamo only, nothing run) and uses the stored
+        function only if Dynamo's graph has the digest the cold process
+        recorded; every further block must pass the guards of that trace
+        (issue 32; _torch_adaptor/trace_capture.py). None when it passes,
+        else the reason in words."""
+        entry = state.traced_guards.get(vkey)
+        if entry is None:
+            self.say_once(f"trace:{vkey}", "kcache: region %s: a guard has no portable check (%s); "
+                           "one block per variant is traced in this process to check the stored "
+                           "function", self.name, check.get("why", "?"))
+            start = time.perf_counter()
+            try:
+                digest, guards = adaptor.capture_graph(_ENTRIES[self.entry], (block, *args), kwargs,
+                                                       self.settings.dynamic, describe.describe)
+            except Exception as e:  # noqa: BLE001 - no trace, no check: the traced path
+                entry = f"trace check: Dynamo did not trace the block ({type(e).__name__}: {e})"
+            else:
+                entry = guards if digest == check["graph"] else (
+                    "trace check: the graph Dynamo traces here differs from the one compiled")
+            stats.bump(precompiled_trace_checks=1,
+                       precompiled_trace_check_seconds=time.perf_counter() - start)
+            state.traced_guards[vkey] = entry
+            return entry if isinstance(entry, str) else None  # the traced block passes its own guards
+        if isinstance(entry, str):
+            return entry
+        if entry.check({"block": block, "args": args, "kwargs": kwargs}):
+            return None
+        return "trace check: a guard of this process's trace of the region fails for this block"
 
     def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str]) -> Callable:
         """The traced path for a block with hooks (issue 32: a precompiled
@@ -216,7 +257,7 @@ class PrecompiledRegion:
         vkey, vexpl = self._variant_key(state, block)
         if vkey not in state.variants:
             state.variants[vkey] = self._variant(state, vkey, vexpl, block, args, kwargs)
-        fn = self._checked(block, state, state.variants[vkey], args, kwargs)
+        fn = self._checked(block, state, (vkey, vexpl), state.variants[vkey], args, kwargs)
         if fn is not None and vkey in state.unverified:
             state.unverified.discard(vkey)
             if not self._verified(block, fn, vkey, args, kwargs):
@@ -303,10 +344,21 @@ class PrecompiledRegion:
         """(function, its portable checks), the kernel binaries it loaded, seconds."""
         start = time.perf_counter()
         checks: list = []
+        trace_needed: list[str] = []
         with adaptor.record_loaded_libraries() as libraries:
             fn = adaptor.aot_compile_call(_ENTRIES[self.entry], (block, *args), kwargs,
                                           self.settings.mode, self.settings.options,
-                                          self.settings.dynamic, checks=checks)
+                                          self.settings.dynamic, checks=checks,
+                                          trace_needed=trace_needed)
+        if trace_needed:  # no portable check for some guard: warm processes trace one block
+            try:
+                digest, _ = adaptor.capture_graph(_ENTRIES[self.entry], (block, *args), kwargs,
+                                                  self.settings.dynamic, describe.describe)
+            except Exception as e:  # noqa: BLE001 - no trace check possible: the traced path
+                raise adaptor.PrecompileUnsupported(f"a guard has no portable check ({trace_needed[0]}) "
+                                                    f"and the block does not trace for a trace check: {e}")
+            checks[:] = [{"kind": "trace", "guard": "TRACE", "source": "Dynamo's graph of the block",
+                          "why": trace_needed[0], "graph": digest}]
         failure = portable_checks.first_failure(checks, {"block": block, "args": args, "kwargs": kwargs})
         if failure is not None:  # a description that is not stable even here
             raise adaptor.PrecompileUnsupported(f"a portable check fails on its own block: {failure}")

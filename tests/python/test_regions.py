@@ -73,10 +73,11 @@ def test_compile_regions_matches_accelerate_structure(monkeypatch):
     assert ours.transformer.h[0].attn is model.transformer.h[0].attn  # attributes read through
 
 
-@pytest.mark.parametrize("flag", [None, "0"])
-def test_traced_path_is_the_default_and_keeps_accelerates_module_types(monkeypatch, flag):
-    """Precompiled regions are opt-in (issue 32): unset or 0, blocks are
-    torch.compile's own OptimizedModule, as with Accelerate."""
+@pytest.mark.parametrize("flag", [None, "0", "off"])
+def test_precompiled_is_the_default_and_0_keeps_accelerates_module_types(monkeypatch, flag):
+    """Precompiled regions are the default again since issue 32's checks
+    landed; KCACHE_PRECOMPILED=0 (or off) gives torch.compile's own
+    OptimizedModule blocks, as with Accelerate."""
     from accelerate.utils import compile_regions as accelerate_compile_regions
 
     if flag is None:
@@ -86,8 +87,10 @@ def test_traced_path_is_the_default_and_keeps_accelerates_module_types(monkeypat
     model = gpt2(2)
     ours = kcache.compile_regions(model)
     theirs = accelerate_compile_regions(model)
-    assert ours.transformer.h[1].__class__.__name__ == "OptimizedModule"
-    assert [type(m).__name__ for m in ours.modules()] == [type(m).__name__ for m in theirs.modules()]
+    want = "PrecompiledBlock" if flag is None else "OptimizedModule"
+    assert ours.transformer.h[1].__class__.__name__ == want
+    if flag is not None:
+        assert [type(m).__name__ for m in ours.modules()] == [type(m).__name__ for m in theirs.modules()]
 
 
 def test_model_without_repeated_blocks_is_compiled_whole(monkeypatch):

@@ -25,7 +25,8 @@ What it provides:
   it imports without torch's compiler).
 
 One file per idea (drift.py, inductor.py, config_key.py, capture.py,
-target.py, aoti.py, gpu_kernels.py, precompiled.py, hooks.py);
+target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
+trace_capture.py, hooks.py);
 callers import only this package, `from kcache import _torch_adaptor as
 adaptor`, and reach every name through it.
 """
@@ -51,6 +52,7 @@ from .precompiled import (
     changed_sources, inlined_sources, aot_guard_check, aot_guard_failure, aot_run, aot_guard_text,
     aot_guarded_constants,
 )
+from .trace_capture import capture_graph
 from .target import cpu_vec_isa, isa_checks_done, isa_checks, isa_probe_binaries, host_compiler
 
 TESTED_TORCH = "2.13.0"
@@ -76,6 +78,7 @@ def check_torch() -> None:
 
 
 def _required() -> dict[str, bool]:
-    from . import drift, hooks, precompiled
+    from . import drift, hooks, precompiled, trace_capture
 
-    return {**drift.core_required(), **precompiled.required(), **hooks.required()}
+    return {**drift.core_required(), **precompiled.required(), **hooks.required(),
+            **trace_capture.required()}

@@ -18,8 +18,9 @@ happens:
 - "traced": no portable check exists; the region takes the traced path.
 
 A guard type missing from the table, a source kcache cannot turn into a
-path, or a path that does not lead back to the guarded object makes the
-region take the traced path with the reason (PrecompileUnsupported).
+path, or a path that does not lead back to the guarded object raises
+NoPortableCheck with the reason: the variant then carries a trace check
+instead (one Dynamo trace per variant and process, trace_capture.py).
 tests/python/test_guard_table.py fails when torch builds a guard type the
 table does not list.
 """
@@ -33,7 +34,7 @@ from typing import Any
 from ..portable_checks import expected
 
 _PYTORCH = "pytorch"
-_TRACED = "traced"
+_TRACED = "trace"  # no portable check: a trace check (trace_capture.py)
 
 # guard type -> what kcache does with it (docs/precompiled.md lists the same).
 GUARD_TABLE: dict[str, str] = {
@@ -59,7 +60,7 @@ GUARD_TABLE: dict[str, str] = {
     "SET_NOT_CONTAINS": "contains", "HASATTR": "hasattr",
     "NOT_PRESENT_IN_GENERIC_DICT": "in_dict", "EMPTY_NN_MODULE_HOOKS_DICT": "length",
     # No portable meaning (a live weak reference, FSDP's per-step state, a
-    # partly consumed iterator, a TorchScript object): the traced path.
+    # partly consumed iterator, a TorchScript object): a trace check.
     "WEAKREF_ALIVE": _TRACED, "FSDP_TRAINING_STATE": _TRACED, "RANGE_ITERATOR_MATCH": _TRACED,
     "COUNT_ITERATOR_MATCH": _TRACED, "FAKE_SCRIPT_TYPE_MATCH": _TRACED,
     "OPAQUE_OBJ_GUARD_FN_MATCH": _TRACED,

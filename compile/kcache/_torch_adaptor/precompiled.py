@@ -72,15 +72,18 @@ class PrecompileUnsupported(RuntimeError):
 
 def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
                      options: dict[str, Any] | None, dynamic: bool | None,
-                     checks: list | None = None):
+                     checks: list | None = None, trace_needed: list | None = None):
     """Dynamo + AOTAutograd + Inductor on `call(*args, **kwargs)`, whole-graph,
     returning PyTorch's AOTCompiledFunction; PrecompileUnsupported when the
     region cannot take this path (the message says why).
 
     With `checks` (a list), it receives the region's portable guard checks
     (guard_checks.py): every guard Dynamo built, translated for another
-    process; a guard without a portable check raises PrecompileUnsupported.
-    `call`'s first parameter is named `block` and takes args[0]."""
+    process; a guard without a portable check raises PrecompileUnsupported,
+    unless `trace_needed` (a list) is given: it then receives the reasons
+    and the function is returned (the caller adds a trace check,
+    trace_capture.py). `call`'s first parameter is named `block` and takes
+    args[0]."""
     patches = inductor_config_patches(mode, options, dynamic)
     _forget_automatic_dynamic(call)
     failed: list[str] = []
@@ -101,7 +104,9 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
     except Exception as e:  # noqa: BLE001 - every failure is a reason to fall back
         raise PrecompileUnsupported(_first_line(e)) from e
     if failed:
-        raise PrecompileUnsupported("a guard has no portable check: " + failed[0])
+        if trace_needed is None:
+            raise PrecompileUnsupported("a guard has no portable check: " + failed[0])
+        trace_needed.extend(failed)
     return fn
 
 

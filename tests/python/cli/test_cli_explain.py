@@ -83,3 +83,29 @@ def test_explain_exit_codes(server, tmp_path, pair):
     junk.write_text("{\"not\": \"an explanation\"}")
     assert run_cli("explain", "--file", str(junk), server=server).returncode == EXIT_USAGE
     assert run_cli("explain", "a" * 64, "b" * 64, "c" * 64, server=server).returncode == EXIT_USAGE
+
+
+def test_check_failure_record_written_by_the_client(server, tmp_path, pair):
+    """A precompiled region found but refused (issue 32): the client's own
+    note_check_failure writes the record; explain says it was found, not
+    used, and why, in both forms."""
+    from kcache import _core
+
+    stored, _ = pair
+    client = _core.Client(url=server.url, local_dir=str(tmp_path / "node"))
+    failure = "G['__import_m'].FLAG (CONSTANT_MATCH): compiled with [\"bool\", \"False\"], now [\"bool\", \"True\"]"
+    client.note_check_failure(stored.key, json.dumps(stored.explanation), [failure])
+    log = tmp_path / "node" / "misses.jsonl"
+    record = json.loads(log.read_text().splitlines()[-1])
+    assert record["kind"] == "check_failure" and record["check_failures"] == [failure]
+    assert record["key"] == stored.key and record["explanation"]["key"] == stored.key
+    r = run_cli("explain", "--file", str(log), server=server)
+    assert r.returncode == EXIT_OK, r.stderr
+    assert "found, but not used" in r.stdout and failure in r.stdout
+    assert "this key is stored now" in r.stdout
+    j = cli_json("explain", "--file", str(log), server=server)
+    assert j["subject_stored"] is True and j["subject"]["check_failures"] == [failure]
+    # A plain miss record carries none.
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"key": stored.key, "explanation": stored.explanation}))
+    assert "found, but not used" not in run_cli("explain", "--file", str(plain), server=server).stdout
