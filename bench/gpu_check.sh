@@ -127,8 +127,8 @@ trap 'kill $server_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "^listening on" "$work/server.out" 2>/dev/null && break; sleep 0.1; done
 export KCACHE_URL=http://$(awk '/^listening on/{print $3}' "$work/server.out")
 stamp "kcache-server at $KCACHE_URL"
-# The precompiled path is opt-in (docs/precompiled.md "Why it is opt-in");
-# this check exercises it on the GPU, where its bundles carry cubins.
+# The precompiled path (the default, docs/precompiled.md); this check
+# exercises it on the GPU, where its bundles carry cubins.
 export KCACHE_PRECOMPILED=${KCACHE_PRECOMPILED:-1}
 
 # ---- 5. cold and warm, each in a fresh process with fresh local caches
