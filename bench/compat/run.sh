@@ -10,8 +10,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 [[ -x .venv-latest/bin/python ]] || bench/compat/setup.sh
 tests=(tests/python/test_accelerate.py tests/python/test_regions.py tests/python/test_region_keys.py
-       tests/python/test_precompiled_blocks.py tests/python/test_training_equivalence.py
-       tests/python/test_cold_warm.py tests/python/test_server_warm.py
+       tests/python/test_precompiled_blocks.py tests/python/test_precompiled_warm.py
+       tests/python/test_cold_warm.py
        tests/python/test_accelerate_distributed.py)
 name=results log=pytest
 if (($#)); then tests=("$@") name=results-subset log=pytest-subset; fi

@@ -6,7 +6,13 @@ directory: PyTorch's own counters and step log show no Dynamo trace at all,
 no AOTAutograd or FX-graph cache miss; a wrapper installed as Inductor's
 compiler counts zero kernel builds (and many in the cold run: the positive
 control); the server counts the hits; losses and gradients of 50 AdamW
-steps are bit-identical to the cold run's."""
+steps are bit-identical to the cold run's, agree with eager's to 1e-3 and
+with Accelerate's own compile_regions to 1e-5 (this file replaced
+test_training_equivalence.py in the thirteenth session: with precompiled
+regions the default, that file's kcache runs repeated these). GPT-2's cold
+phase is two ranks at once: one trace per region cluster-wide (it replaced
+test_two_cold_ranks_trace_each_region_once_cluster_wide, a cold compile of
+its own)."""
 
 from __future__ import annotations
 
@@ -59,36 +65,58 @@ def block_traces(result: dict) -> list[str]:
     return [t for t in result["dynamo_traced"] if t.startswith("call ") and "precompiled.py" in t]
 
 
+def differ(a_name, a, b_name, b):
+    """A short account of two runs that should have matched."""
+    first = next((i for i, (x, y) in enumerate(zip(a["losses"], b["losses"])) if x != y), -1)
+    return (f"{a_name} and {b_name} differ from step {first}: "
+            f"{a['losses'][first]!r} vs {b['losses'][first]!r}; "
+            f"vec_isa {a['vec_isa']} vs {b['vec_isa']}; threads {a['threads']} vs {b['threads']}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrapper, model):
     """Over a minute: the 12-block demo job cold (a compile of every region)
-    and warm, 50 AdamW steps each; issue 32 requires this job unchanged."""
+    and warm, 50 AdamW steps each; issue 32 requires this job unchanged.
+    GPT-2's cold phase is two ranks at once (one Dynamo trace per region
+    cluster-wide, whoever wins each lease), and GPT-2 also trains through
+    Accelerate's own compile_regions: kcache computes what it computes.
+    Both models also train eagerly: compiled agrees with eager."""
     server = ServerProcess(tmp_path)
     try:
-        cold = run_job(tmp_path, cxx_wrapper, "cold", server.url, "--model", model)
-        k = cold["kcache"]
+        ranks = 2 if model == "gpt2" else 1
+        colds = [finish(*j) for j in [start_job(tmp_path, cxx_wrapper, f"cold{i}", server.url, "--model", model)
+                                      for i in range(ranks)]]
+        cold = colds[0]
         regions = [r for r in cold["regions"] if r["path"] == "precompiled"]
         # Every part of the model is precompiled; the repeated block is one
-        # region: traced once for all 12 blocks (positive controls: Dynamo
-        # traced, Inductor generated code, the host compiler built kernels).
+        # region: traced once for all 12 blocks, in one of the ranks
+        # (positive controls: Dynamo traced, Inductor generated code, the
+        # host compiler built kernels).
         assert len(regions) == len(cold["regions"]) >= 4
-        assert k["precompiled_traces"] == len(regions) == len(block_traces(cold))
-        assert len(cold["dynamo_traced"]) == len(regions), cold["dynamo_traced"]
-        assert k["precompiled_blocks"] >= 12 + len(regions) - 1
-        assert cold["stats"].get("unique_graphs", 0) == len(regions)
+        assert all(len(c["regions"]) == len(regions) for c in colds)
+        traces = sum(c["kcache"]["precompiled_traces"] for c in colds)
+        assert traces == len(regions) == sum(len(block_traces(c)) for c in colds), [c["kcache"] for c in colds]
+        assert sum(len(c["dynamo_traced"]) for c in colds) == len(regions), [c["dynamo_traced"] for c in colds]
+        assert all(c["kcache"]["precompiled_blocks"] >= 12 + len(regions) - 1 for c in colds)
+        assert sum(c["stats"].get("unique_graphs", 0) for c in colds) == len(regions)
         # (aot_compile bypasses the FX-graph cache lookup; AOTAutograd's
         # misses count the graphs Inductor compiled.)
-        assert cold["aot_autograd"].get("autograd_cache_miss", 0) >= len(regions)
-        assert len(cold["region_compiles"]) > 0
+        assert sum(c["aot_autograd"].get("autograd_cache_miss", 0) for c in colds) >= len(regions)
+        assert sum(len(c["region_compiles"]) for c in colds) > 0
         after_cold = server.metrics()
+        # Every region's index and first variant were uploaded once.
+        assert after_cold["kcache_uploads_total"] == 2 * len(regions) + 1  # + the ISA probes entry
+        for other in colds[1:]:
+            assert other["losses"] == cold["losses"], differ("rank 1", other, "rank 0", cold)
+            assert other["all_grads_sha256"] == cold["all_grads_sha256"]
 
         warm = run_job(tmp_path, cxx_wrapper, "warm", server.url, "--model", model)
         w = warm["kcache"]
         # Dynamo traced no frame at all (its step log and its counters).
         assert warm["dynamo_traced"] == [] and warm["stats"] == {}, warm["dynamo_traced"]
         assert w["precompiled_traces"] == 0 and w["misses"] == 0 and w["compiles"] == 0
-        assert w["precompiled_blocks"] == k["precompiled_blocks"]
+        assert w["precompiled_blocks"] == cold["kcache"]["precompiled_blocks"]
         assert w["precompiled_fallbacks"] == w["precompiled_guard_failures"] == 0
         # Hits, counted by kcache, by its client and by the server.
         assert w["hits_server"] == len(regions) and w["client"]["server_hits"] >= 2 * len(regions)
@@ -103,16 +131,31 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         assert warm["region_compiles"] == [] and warm["builds"] == [], warm["builds"][:3]
         # Not even a preprocessor pass or a precompiled header: PyTorch's
         # loader would build one in a fresh temp dir (the cold run did).
-        assert any(".gch" in l or ".pch" in l for l in cold["compiler_runs"]), cold["compiler_runs"][:3]
+        assert any(".gch" in l or ".pch" in l for c in colds for l in c["compiler_runs"]), cold["compiler_runs"][:3]
         assert warm["compiler_runs"] == [], warm["compiler_runs"][:3]
         # Loading imported none of Inductor's compiler (lowering, IR,
         # scheduler, codegen); the cold run, which compiled, did.
-        assert "torch._inductor.lowering" in cold["compiler_modules"]
+        assert any("torch._inductor.lowering" in c["compiler_modules"] for c in colds)
         assert warm["compiler_modules"] == [], warm["compiler_modules"]
         # 50 AdamW steps: bit-identical losses and gradients.
         assert len(warm["losses"]) == 50
-        assert warm["losses"] == cold["losses"]
+        assert warm["losses"] == cold["losses"], differ("warm", warm, "cold", cold)
         assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
+
+        # Against eager: Inductor reorders float math; after 50 steps the
+        # losses agree to 1e-3 relative (documented tolerance, docs/compile.md).
+        eager = run_job(tmp_path, cxx_wrapper, "eager", server.url, "--model", model, "--compiler", "eager")
+        assert cold["losses"] == pytest.approx(eager["losses"], rel=1e-3)
+        if model == "gpt2":
+            # Accelerate's own path compiles the same graphs in another
+            # process: on this machine bit-identical too, but the project's
+            # CI once saw a drift from step 3 by ~1e-7 for a reason its
+            # truncated log hid (docs/compile.md, "Numerics"), so this
+            # comparison allows 1e-5 after the first step.
+            plain = run_job(tmp_path, cxx_wrapper, "plain", server.url, "--model", model, "--compiler", "accelerate")
+            assert plain["losses"][0] == cold["losses"][0], differ("accelerate", plain, "kcache cold", cold)
+            assert plain["losses"] == pytest.approx(cold["losses"], rel=1e-5), differ("accelerate", plain,
+                                                                                     "kcache cold", cold)
     finally:
         server.stop()
 
@@ -137,29 +180,5 @@ def test_kv_cache_blocks_are_variants_by_layer_index(tmp_path, cxx_wrapper):
         assert warm["kcache"]["precompiled_guard_failures"] == 0
         assert warm["losses"] == cold["losses"]
         assert warm["all_grads_sha256"] == cold["all_grads_sha256"]
-    finally:
-        server.stop()
-
-
-@pytest.mark.slow
-def test_two_cold_ranks_trace_each_region_once_cluster_wide(tmp_path, cxx_wrapper):
-    """Over a minute: two cold jobs at once (the property is about concurrent
-    cold processes)."""
-    server = ServerProcess(tmp_path)
-    try:
-        jobs = [start_job(tmp_path, cxx_wrapper, f"rank{i}", server.url, layers=2, steps=3)
-                for i in range(2)]
-        a, b = (finish(*j) for j in jobs)
-        regions = len(a["regions"])
-        assert regions == len(b["regions"]) >= 4
-        # One Dynamo trace per region across both processes, whoever won each lease.
-        traces = a["kcache"]["precompiled_traces"] + b["kcache"]["precompiled_traces"]
-        assert traces == regions, (a["kcache"], b["kcache"])
-        assert len(block_traces(a)) + len(block_traces(b)) == regions
-        # Every region's index and first variant were uploaded once.
-        m = server.metrics()
-        assert m["kcache_uploads_total"] == 2 * regions + 1  # + the ISA probes entry
-        assert a["losses"] == b["losses"]
-        assert a["all_grads_sha256"] == b["all_grads_sha256"]
     finally:
         server.stop()
