@@ -15,7 +15,8 @@ def load(pattern: str) -> list[dict]:
 
 def merge(runs: list[dict]) -> dict:
     out = {"cases": 0, "warm_runs": 0, "false_hits": 0, "errors": 0, "outcomes": {},
-           "mutation_kinds": {}, "seconds": 0.0, "error_lines": []}
+           "mutation_kinds": {}, "seconds": 0.0, "error_lines": [],
+           "trace_checked": 0, "trace_checked_hits": 0}
     for r in runs:
         for c in r["cases"]:
             for w in [c["cold"], *c["warm"]]:
@@ -29,6 +30,10 @@ def merge(runs: list[dict]) -> dict:
             for k, n in s[field].items():
                 out[field][k] = out[field].get(k, 0) + n
         out["seconds"] = max(out["seconds"], r["seconds"])
+        warm = [w for c in r["cases"] for w in c["warm"] if "error" not in w]
+        out["trace_checked"] += sum(1 for w in warm if w["delta"].get("precompiled_trace_checks"))
+        out["trace_checked_hits"] += sum(1 for w in warm if w["delta"].get("precompiled_trace_checks")
+                                         and w["outcome"].startswith("hit"))
     return out
 
 
@@ -52,6 +57,9 @@ def section(title: str, m: dict, needed: int = 0) -> list[str]:
                   + ("met." if mutated >= needed and m["false_hits"] == 0 else "not met."), ""]
     lines += ["What kcache did:", ""]
     lines += table(m["outcomes"], max(m["warm_runs"], 1))
+    lines += ["", f"Runs in which a region was trace-checked (a guard without a portable check: "
+              f"one Dynamo trace per variant and process, its graph compared with the stored "
+              f"one): {m['trace_checked']}, of which {m['trace_checked_hits']} hit."]
     lines += ["", "Mutations added in the warm run beyond the cold run's (a run may add two):", ""]
     lines += table(m["mutation_kinds"], max(m["warm_runs"], 1))
     if m["error_lines"]:

@@ -42,7 +42,8 @@ from . import generate
 
 TOL = 1e-4
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
-         "precompiled_check_failures", "precompiled_traces", "compiles", "verify_failures")
+         "precompiled_check_failures", "precompiled_traces", "precompiled_trace_checks", "compiles",
+         "verify_failures")
 
 
 def _in_child(fn, timeout: int = 600) -> dict:

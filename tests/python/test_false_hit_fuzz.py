@@ -57,7 +57,8 @@ def test_every_kind_of_run_time_change_misses_or_falls_back(tmp_path):
 def test_bounded_fuzz_finds_no_false_hit(tmp_path):
     """Over a minute: a fixed-seed run of 3 generated blocks (3 cold compiles),
     12 warm runs each (a third of them under the cold run's own mutations,
-    which must hit); fewer cases would not cover hits, fallbacks and misses."""
+    which must hit); fewer cases would not cover hits, fallbacks, misses and
+    trace checks."""
     result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12")
     s = result["summary"]
     assert s["false_hits"] == 0 and s["errors"] == 0, s
@@ -67,3 +68,7 @@ def test_bounded_fuzz_finds_no_false_hit(tmp_path):
         for w in c["warm"]:
             if not w["added"]:
                 assert w["outcome"].startswith("hit"), (c["name"], w)
+    # Seed 101 reads a dict by the input's dtype (no portable check): its
+    # unchanged warm runs hit after one trace check each, its changed ones not.
+    checked = [w for c in result["cases"] for w in c["warm"] if w["delta"]["precompiled_trace_checks"]]
+    assert any(w["outcome"] == "hit" and not w["added"] for w in checked), checked
