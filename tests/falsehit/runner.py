@@ -40,7 +40,7 @@ import kcache.precompiled
 
 from . import generate
 
-TOL = 1e-4
+TOL = 1e-4  # relative to the largest eager value (see _diff)
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
          "precompiled_check_failures", "precompiled_traces", "precompiled_trace_checks", "compiles",
          "verify_failures")
@@ -78,8 +78,15 @@ def _apply(m, model, mutations: list[str]) -> None:
         exec(snippet, scope)  # noqa: S102 - the fuzzer's own generated snippets
 
 
-def _diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    return max(((x.double() - y.double()).abs().max().item() for x, y in zip(a, b)), default=0.0)
+def _diff(eager: list[torch.Tensor], other: list[torch.Tensor]) -> float:
+    """The largest difference from eager, relative to the tensor's largest
+    eager value (or absolute, where that is below 1): generated blocks chain
+    scales, so gradients reach 1e4 and Inductor's reordered float math
+    differs there by more than 1e-4 in absolute terms (the long run of
+    2026-12-02 saw 7e-4, identical cold and warm); another model's result
+    differs by a share of the value itself."""
+    return max(((x.double() - y.double()).abs().max().item() / max(1.0, x.double().abs().max().item())
+                for x, y in zip(eager, other)), default=0.0)
 
 
 def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
