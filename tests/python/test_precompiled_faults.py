@@ -5,13 +5,12 @@ stored bundles are refused and compiled again."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import textwrap
 
 import pytest
 
-from kc_testing import PYTHON, REPO, python_env
+from kc_testing import REPO
+from stack_job import run_stack
 
 HELPER = "def act(x):\n    return x.relu() * {factor}\n"
 BLOCK = textwrap.dedent("""
@@ -26,28 +25,6 @@ BLOCK = textwrap.dedent("""
         def forward(self, x):
             return x + helper_mod.act(self.lin(x))
 """)
-JOB = textwrap.dedent("""
-    import copy, json, torch, kcache, kcache.api
-    import blk_mod
-    torch.manual_seed(0)
-    class Stack(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = torch.nn.ModuleList([blk_mod.Block() for _ in range(2)])
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-    model = Stack()
-    eager = copy.deepcopy(model)
-    # requires_grad: every block then sees the same kind of input (one region)
-    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1)).requires_grad_()
-    out = kcache.compile_regions(model)(x)
-    print(json.dumps({"diff": (out - eager(x)).abs().max().item(), "kcache": kcache.stats(),
-                      "regions": kcache.api.region_outcomes()}))
-""")
-
-
 def write_sources(tmp_path, factor=2):
     src = tmp_path / "src"
     src.mkdir(exist_ok=True)
@@ -57,11 +34,7 @@ def write_sources(tmp_path, factor=2):
 
 
 def run(tmp_path, name):
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1", PYTHONPATH=str(tmp_path / "src"),
-                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"))
-    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+    return run_stack(tmp_path, name, 2)
 
 
 @pytest.mark.slow

@@ -12,10 +12,9 @@ trace's guards; a changed dict entry is a different graph: the traced path.
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 
-from kc_testing import PYTHON, python_env
+from stack_job import run_stack
 
 SCALES = "import os, torch\nSCALES = {torch.float32: float(os.environ['SCALE'])}\n"
 BLOCK = textwrap.dedent("""
@@ -30,37 +29,8 @@ BLOCK = textwrap.dedent("""
         def forward(self, x):
             return x + self.lin(x).relu() * scales_mod.SCALES[x.dtype]
 """)
-JOB = textwrap.dedent("""
-    import copy, json, torch, kcache, kcache.api
-    from torch._dynamo.utils import counters
-    import blk_mod
-    torch.manual_seed(0)
-    class Stack(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = torch.nn.ModuleList([blk_mod.Block() for _ in range(3)])
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-    model = Stack()
-    eager = copy.deepcopy(model)
-    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(1)).requires_grad_()
-    out = kcache.compile_regions(model)(x)
-    out.sum().backward()
-    print(json.dumps({"diff": (out - eager(x)).abs().max().item(), "kcache": kcache.stats(),
-                      "graphs": counters["stats"]["unique_graphs"],
-                      "regions": kcache.api.region_outcomes()}))
-""")
-
-
 def run(tmp_path, name, scale):
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
-                     PYTHONPATH=str(tmp_path / "src"), SCALE=str(scale),
-                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"))
-    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+    return run_stack(tmp_path, name, 3, backward=True, SCALE=str(scale))
 
 
 def test_one_trace_per_variant_checks_a_region_without_portable_checks(tmp_path):
