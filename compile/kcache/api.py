@@ -182,7 +182,7 @@ def precompiled_enabled() -> bool:
     could load a region whose Python code, module globals or hooks differed
     from the cold process's). Every guard Dynamo builds is now kept, checked
     portably, or checked by one trace per variant, and the false-hit fuzzer
-    found 0 false hits in 3,080 warm runs (docs/precompiled.md "Guards",
+    found 0 false hits in 3,120 warm runs (docs/precompiled.md "Guards",
     bench/falsehit/REPORT.md)."""
     return os.environ.get("KCACHE_PRECOMPILED", "1").strip().lower() not in ("0", "false", "no", "off")
 
