@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+
+import pytest
 
 from kc_testing import PYTHON, python_env
 
@@ -27,6 +30,22 @@ def run(tmp_path, name, **env):
                                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"), **env))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def tiny_cold(tmp_path_factory):
+    """One cold run of JOB for a module's tests: (its directory, its
+    result). Each test takes a copy of the node tier with `cold_copy`."""
+    where = tmp_path_factory.mktemp("tiny-cold")
+    return where, run(where, "cold")
+
+
+def cold_copy(tiny_cold, tmp_path) -> dict:
+    """The shared cold run's node tier copied into tmp_path (as if this test
+    had run it); returns the cold run's result."""
+    where, result = tiny_cold
+    shutil.copytree(where / "node", tmp_path / "node", symlinks=True)
+    return result
 
 
 def stored_bundles(tmp_path):
