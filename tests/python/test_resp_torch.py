@@ -28,7 +28,9 @@ def start(tmp_path, *extra):
 def job_env(tmp_path, name, port, cxx=None, log=None):
     env = python_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
                      TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
-                     TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT=str(port),
+                     # redis-py 8's default 5 s socket timeout cuts a single-flight
+                     # wait for a compile slower than that (docs/protocol.md).
+                     TORCHINDUCTOR_REDIS_URL=f"redis://127.0.0.1:{port}/0?socket_timeout=900",
                      TORCHINDUCTOR_COMPILE_THREADS="1")
     if cxx:
         env.update(CXX=str(cxx), KCACHE_TEST_CXX_LOG=str(log))
