@@ -47,14 +47,6 @@ def cxx_wrapper(tmp_path):
 # processes to start. Not part of any key (kcache/env_table.py lists it as
 # not affecting generated code); a test may still set its own value.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-# One intra-op thread per job: the test command runs three pytest workers on
-# two cores, each often with a job of its own, and torch's default (a
-# thread per core, spinning between parallel regions) has them fight for
-# the cores. Part of the key (OMP_NUM_THREADS is "relevant" in
-# kcache/env_table.py), the same for a test's cold and warm runs; a test
-# may still set its own value. Set before any test imports torch, so the
-# pytest worker's own torch has one thread too.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The environment before any test imported torch: torch sets variables in
 # this process (TORCHINDUCTOR_CACHE_DIR, an address for autocast) that must

@@ -114,7 +114,7 @@ MUTATIONS = {
     "training": lambda: gpt2_block_key(grad=True),
     "target": lambda: gpt2_block_key(target='{"device":"cpu","isa":"avx2"}'),
     "toolchain": lambda: gpt2_block_key(toolchain='{"torch":"2.13.1"}'),
-    # A thread count no test process runs with (kc_testing sets 1).
+    # A thread count no test process runs with by default.
     "env": lambda: gpt2_block_key(env='{"OMP_NUM_THREADS":"7"}'),
     "mode": lambda: gpt2_block_key(settings=CompileSettings(mode="max-autotune")),
     "fullgraph": lambda: gpt2_block_key(settings=CompileSettings(fullgraph=True)),
