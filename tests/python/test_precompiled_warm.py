@@ -6,8 +6,8 @@ directory: PyTorch's own counters and step log show no Dynamo trace at all,
 no AOTAutograd or FX-graph cache miss; a wrapper installed as Inductor's
 compiler counts zero kernel builds (and many in the cold run: the positive
 control); the server counts the hits; losses and gradients of 50 AdamW
-steps are bit-identical to the cold run's, agree with eager's to 1e-3 and
-with Accelerate's own compile_regions to 1e-5 (this file replaced
+steps are bit-identical to the cold run's and agree with eager's to 1e-3
+(this file replaced
 test_training_equivalence.py in the thirteenth session: with precompiled
 regions the default, that file's kcache runs repeated these). GPT-2's cold
 phase is two ranks at once: one trace per region cluster-wide (it replaced
@@ -79,9 +79,11 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
     """Over a minute: the 12-block demo job cold (a compile of every region)
     and warm, 50 AdamW steps each; issue 32 requires this job unchanged.
     GPT-2's cold phase is two ranks at once (one Dynamo trace per region
-    cluster-wide, whoever wins each lease), and GPT-2 also trains through
-    Accelerate's own compile_regions: kcache computes what it computes.
-    Both models also train eagerly: compiled agrees with eager."""
+    cluster-wide, whoever wins each lease). Both models also train
+    eagerly: compiled agrees with eager. (That kcache computes what
+    Accelerate's own compile_regions computes was a third training run of
+    GPT-2 here, a cold compile of its own, until the fifteenth session; it
+    is bench/coldstart's "Losses" verdicts now, docs/STATUS.md.)"""
     server = ServerProcess(tmp_path)
     try:
         ranks = 2 if model == "gpt2" else 1
@@ -146,16 +148,6 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         # losses agree to 1e-3 relative (documented tolerance, docs/compile.md).
         eager = run_job(tmp_path, cxx_wrapper, "eager", server.url, "--model", model, "--compiler", "eager")
         assert cold["losses"] == pytest.approx(eager["losses"], rel=1e-3)
-        if model == "gpt2":
-            # Accelerate's own path compiles the same graphs in another
-            # process: on this machine bit-identical too, but the project's
-            # CI once saw a drift from step 3 by ~1e-7 for a reason its
-            # truncated log hid (docs/compile.md, "Numerics"), so this
-            # comparison allows 1e-5 after the first step.
-            plain = run_job(tmp_path, cxx_wrapper, "plain", server.url, "--model", model, "--compiler", "accelerate")
-            assert plain["losses"][0] == cold["losses"][0], differ("accelerate", plain, "kcache cold", cold)
-            assert plain["losses"] == pytest.approx(cold["losses"], rel=1e-5), differ("accelerate", plain,
-                                                                                     "kcache cold", cold)
     finally:
         server.stop()
 
