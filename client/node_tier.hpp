@@ -1,6 +1,6 @@
 // NodeTier: the host-local bundle cache every process on a node shares.
 //
-// Layout (the same as the interim Python tier, compile/kcache/node_tier.py):
+// Layout (the node tier's one implementation; docs/client.md "The node tier"):
 //   <root>/objects/<first 2 hex>/<64-hex key>   published bundles
 //   <root>/objects/<2 hex>/.tmp-*               writes in progress
 //   <root>/locks/<2 hex>/<key>.lock             per-key flock(2) files

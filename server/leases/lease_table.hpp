@@ -17,7 +17,7 @@
 //    then answers nullopt (a waiter stops waiting and compiles itself) and
 //    list()/counters() answer empty/zero.
 // Two implementations: in-process (one mutex-protected map; the default)
-// and Redis (server/redis_lease_table.hpp: shared by every replica on one
+// and Redis (server/leases/redis_lease_table.cpp: shared by every replica on one
 // Redis, chosen when --storage is redis://).
 // Thread safety: every method may be called concurrently from any thread.
 // Blocking: the Redis table does network I/O in every method; callers on

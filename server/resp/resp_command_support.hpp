@@ -1,4 +1,4 @@
-// What the RESP commands share (internal to server/resp_*.cpp): argument
+// What the RESP commands share (internal to server/resp/resp_*.cpp): argument
 // parsing, error replies, the auth check, which keys are single-flight keys,
 // and the storage lookup that honours expiries.
 #pragma once

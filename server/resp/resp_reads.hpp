@@ -1,4 +1,4 @@
-// The RESP read commands (internal to server/resp_*.cpp): GET with its
+// The RESP read commands (internal to server/resp/resp_*.cpp): GET with its
 // single-flight wait (resp_commands.hpp says how windows work), MGET, and
 // pipelined plain GETs answered in batches.
 #pragma once

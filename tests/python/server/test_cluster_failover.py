@@ -23,7 +23,8 @@ What it asserts:
   the dead node.
 
 KCACHE_FAILOVER_REPORT=path writes the figures (error window, losses, PUT
-latencies) as JSON; bench/storage/cluster_failover.sh collects them.
+latencies) as JSON lines; bench/storage/cluster_failover.jsonl holds them
+(bench/storage/capacity_plan.py reads them).
 """
 
 from __future__ import annotations
