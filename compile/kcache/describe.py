@@ -121,7 +121,9 @@ def describe(obj: Any, depth: int = 0, memo: dict | None = None) -> Any:
     if isinstance(obj, torch.Tensor):
         return ["tensor", _name(type(obj)), str(obj.dtype), repr(tuple(obj.shape)),
                 repr(obj.stride()), obj.device.type, repr(obj.requires_grad)]
-    if isinstance(obj, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+    from . import _torch_adaptor as adaptor  # here: the adaptor imports this module
+
+    if adaptor.is_aten_op(obj):
         return ["op", str(obj)]
     if isinstance(obj, list | tuple):
         return _describe_sequence(obj, depth, memo)

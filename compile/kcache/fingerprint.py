@@ -25,6 +25,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from . import _torch_adaptor as adaptor
+
 
 @dataclass(frozen=True)
 class RegionFingerprint:
@@ -44,7 +46,7 @@ class RegionFingerprint:
 def _target_name(target: Any) -> str:
     if isinstance(target, str):
         return target  # call_method names, get_attr paths handled separately
-    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+    if adaptor.is_aten_op(target):
         return f"op:{target}"
     mod = getattr(target, "__module__", None) or ""
     qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from . import _core, keyfields
+from . import _torch_adaptor as adaptor
 from .fingerprint import fingerprint_graph
 from .keyfields import CompileSettings
 
@@ -64,7 +65,7 @@ def key_of_module(module: torch.nn.Module, *args: Any, settings: CompileSettings
                                toolchain=toolchain, env=env))
         return gm.forward
 
-    torch._dynamo.reset()
+    adaptor.reset_dynamo()
     torch.compile(module, backend=backend, fullgraph=settings.fullgraph,
                   dynamic=settings.dynamic)(*args, **kwargs)
     return keys

@@ -66,3 +66,47 @@ def test_guarded_constants_are_read_from_this_torchs_guards(tmp_path, monkeypatc
     again = adaptor.deserialize_aot(data, precompiled._F_GLOBALS)
     block, x = _Scaled(2), torch.randn(3, 4)
     assert torch.equal(adaptor.aot_run(again, block, x), adaptor.aot_run(fn, block, x))
+
+
+def _private_torch_uses(path) -> list[str]:
+    """`torch._x...` attribute chains and `from torch._x import` in one file."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id == "torch" and node.value is base:
+                found.append(f"{path.name}:{node.lineno}: torch.{node.attr}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch._"):
+            found.append(f"{path.name}:{node.lineno}: from {node.module}")
+        if isinstance(node, ast.Import):
+            found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names
+                      if a.name.startswith("torch._")]
+    return found
+
+
+def test_no_private_torch_api_outside_the_adaptor():
+    """Every private PyTorch name is reached through kcache._torch_adaptor
+    (one module per idea there, checked by check_torch()); the package's
+    other modules use torch's public API only."""
+    import pathlib
+
+    import kcache
+
+    package = pathlib.Path(kcache.__file__).parent
+    outside = [p for p in package.glob("*.py") if p.name != "_torch_adaptor_imports.py"]
+    assert len(outside) > 10  # the package's modules were found (a positive control)
+    leaks = [use for p in sorted(outside) for use in _private_torch_uses(p)]
+    assert leaks == []
+
+
+def test_the_private_api_scan_finds_a_leak(tmp_path):
+    """The scan above can fail: it names each kind of private use."""
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text("import torch\nimport torch._dynamo\nfrom torch._inductor import config\n"
+                     "torch._dynamo.reset()\nx = torch.nn.Linear\ns = 'torch._dynamo in a string'\n")
+    assert _private_torch_uses(leaky) == ["leaky.py:2: import torch._dynamo",
+                                          "leaky.py:3: from torch._inductor", "leaky.py:4: torch._dynamo"]

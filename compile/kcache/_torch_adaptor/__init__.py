@@ -26,7 +26,7 @@ What it provides:
 
 One file per idea (drift.py, inductor.py, config_key.py, capture.py,
 target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
-trace_capture.py, hooks.py);
+trace_capture.py, hooks.py, graph_ops.py);
 callers import only this package, `from kcache import _torch_adaptor as
 adaptor`, and reach every name through it.
 """
@@ -41,6 +41,7 @@ from .aoti import aoti_compile_package, aoti_load_package
 from .capture import Capture, record_loaded_libraries, capture_region, restore_region
 from .config_key import config_fingerprint, ensure_recompile_limit
 from .gpu_kernels import triton_cubins
+from .graph_ops import is_aten_op, reset_dynamo
 from .inductor import (
     inductor_cache_dir, counters, inductor_config_patches, compile_with_inductor, input_sources,
     call_free_graphs_cached, custom_autograd_cacheable, compile_uncached, rewrite_fx_entries,
@@ -78,7 +79,7 @@ def check_torch() -> None:
 
 
 def _required() -> dict[str, bool]:
-    from . import drift, hooks, precompiled, trace_capture
+    from . import drift, graph_ops, hooks, precompiled, trace_capture
 
     return {**drift.core_required(), **precompiled.required(), **hooks.required(),
-            **trace_capture.required()}
+            **trace_capture.required(), **graph_ops.required()}
