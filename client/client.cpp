@@ -188,6 +188,10 @@ void Client::note_check_failure(std::string_view key, std::string_view explanati
   }
 }
 
+void Client::drop_node_copy(std::string_view key) const {
+  if (impl_->node && artifact::is_cache_key_hex(key)) impl_->node->remove(key);
+}
+
 Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& compile,
                                        std::string_view explanation) {
   try {

@@ -105,6 +105,11 @@ class KCACHE_CLIENT_API Client {
   void note_check_failure(std::string_view key, std::string_view explanation,
                           const std::vector<std::string>& failures);
 
+  // Removes `key`'s bundle from the node tier, if there is one: the caller
+  // refused it after loading (its own checks failed). Never fails; a bad
+  // key or a missing file is nothing to do.
+  void drop_node_copy(std::string_view key) const;
+
   ClientStats stats() const;
   std::string stats_json() const;
   std::string stats_line() const;

@@ -179,6 +179,9 @@ void bind_client(py::module_& m) {
            py::arg("explanation"), py::arg("failures"),
            "Writes a miss-log record (kind 'check_failure') for a stored entry found but not "
            "used because the caller's checks of it failed; `kcache explain` shows it.")
+      .def("drop_node_copy", &Client::drop_node_copy, py::arg("key"),
+           "Removes key's bundle from the node tier (refused after loading); a bad key or no "
+           "node tier is nothing to do.")
       .def(
           "stats", [](const Client& self) { return stats_dict(self.stats()); },
           "This process's counters for this client (hits by tier, misses, compiles, bytes …).")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import pathlib
 import time
 from typing import Any
 
@@ -41,10 +40,9 @@ _outcomes: dict[str, dict[str, str]] = {}
 
 
 def drop_node_copy(store, key: str) -> None:
-    """Removes a refused bundle from this node's tier (layout: docs/client.md)."""
-    local_dir = store.config.get("local_dir")
-    if local_dir:
-        pathlib.Path(local_dir, "objects", key[:2], key).unlink(missing_ok=True)
+    """Removes a refused bundle from this node's tier (the C++ client owns
+    its layout, docs/client.md)."""
+    store.drop_node_copy(key)
 # key -> the Dynamo input sources of the first graph this process keyed with it.
 _first_sources: dict[str, str] = {}
 

@@ -348,6 +348,20 @@ def test_node_tier_only_and_miss_log(client_for, tmp_path):
     assert lines[0]["explanation"]["fields"]["region"]["hash"] == "ab" * 32
 
 
+def test_drop_node_copy_removes_only_that_bundle(client_for, tmp_path):
+    """What the compile layer calls for a bundle it refused after loading:
+    the node tier forgets it (the next lookup compiles), nothing else."""
+    keep, drop = new_key(), new_key()
+    c = client_for(None, "n")
+    for k in (keep, drop):
+        assert c.get_or_compile(k, lambda k=k: make_bundle(k))[1] == "compiled"
+    c.drop_node_copy(drop)
+    c.drop_node_copy("not-a-key")  # nothing to do, no error
+    client_for("http://127.0.0.1:9", None).drop_node_copy(keep)  # no node tier: nothing to do
+    assert c.get_or_compile(keep, lambda: 1 / 0)[1] == "node"
+    assert c.get_or_compile(drop, lambda: make_bundle(drop))[1] == "compiled"
+
+
 def test_from_env(server, core, tmp_path):
     key = new_key()
     bundle = make_bundle(key)
