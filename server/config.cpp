@@ -177,6 +177,8 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget) [256]", {}},
       {"resp-idle-timeout-ms", "KCACHE_RESP_IDLE_TIMEOUT_MS",
        "close a RESP connection idle this long (0: never) [300000]", {}},
+      {"resp-auth-timeout-ms", "KCACHE_RESP_AUTH_TIMEOUT_MS",
+       "close a RESP connection that has not authenticated this long after it connected (0: never) [10000]", {}},
       {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
        "RESP single-flight: how long a GET miss holds a key for its compiler (0: off) [60000]", {}},
       {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
@@ -320,6 +322,8 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
       if (c.resp_max_connections == 0) throw ConfigError("--resp-max-connections: at least 1");
     } else if (n == "resp-idle-timeout-ms") {
       c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000);
+    } else if (n == "resp-auth-timeout-ms") {
+      c.resp_auth_timeout_ms = to_u64(n, v, 86'400'000);
     } else if (n == "resp-flight-window-ms") {
       c.resp_flight_window_ms = to_u64(n, v, 3'600'000);
     } else if (n == "max-leases") {

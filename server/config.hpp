@@ -104,6 +104,12 @@ struct ServerConfig {
   // finish within read_timeout_ms plus its declared bytes at
   // min_transfer_rate, however its bytes trickle in.
   std::uint64_t resp_idle_timeout_ms = 300'000;
+  // A RESP connection that has not authenticated (no token giving it read
+  // access) this long after it connected is closed, whatever it sends: a
+  // peer without a token cannot hold a slot of RESP's connection budget for
+  // the idle timeout (0: never; as sshd's LoginGraceTime). With no tokens
+  // configured every connection may read, so this never applies.
+  std::uint64_t resp_auth_timeout_ms = 10'000;
   // Implicit single-flight: a GET miss on a key with one of these prefixes
   // makes the caller its compiler for this long; other GETs of the key wait
   // for its SET (0: off).

@@ -212,6 +212,9 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
   scalar(out, "kcache_connections_accepted_total", "counter", "Connections accepted.", load(connections_accepted));
   scalar(out, "kcache_connections_rejected_total", "counter", "Connections refused with 503 (over --max-connections).",
          load(connections_rejected));
+  scalar(out, "kcache_resp_auth_timeouts_total", "counter",
+         "RESP connections closed for not authenticating within --resp-auth-timeout-ms.",
+         load(resp_auth_timeouts));
   if (g.entries) scalar(out, "kcache_entries", "gauge", "Entries in storage.", *g.entries);
   if (g.bytes) scalar(out, "kcache_stored_bytes", "gauge", "Bytes in storage.", *g.bytes);
   if (g.capacity_bytes) {

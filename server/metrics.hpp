@@ -65,6 +65,7 @@ class Metrics {
   std::atomic<std::uint64_t> waits_fulfilled{0};   // … and got the artifact
   std::atomic<std::uint64_t> connections_accepted{0};
   std::atomic<std::uint64_t> connections_rejected{0};
+  std::atomic<std::uint64_t> resp_auth_timeouts{0};  // RESP connections closed unauthenticated
   std::atomic<std::uint64_t> verify_corrupt{0};
 
   std::string render_prometheus(const Gauges& g) const;

@@ -93,18 +93,32 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   // command in progress: one deadline from its first byte, stretched only
   // by the bytes it has declared at --min-transfer-rate; trickling bytes
   // never re-arm it.
+  // Before the connection has authenticated, neither may run past the
+  // authentication deadline (--resp-auth-timeout-ms from the connect).
   void arm_deadline(const Parser& parser) {
     const auto& cfg = sh_.s.config;
+    using clock = std::chrono::steady_clock;
+    std::optional<clock::time_point> at;
     idle_ = parser.pending() == 0;
     if (idle_) {
       command_started_.reset();
-      if (cfg.resp_idle_timeout_ms == 0) stream_.expires_never();
-      else stream_.expires_after(std::chrono::milliseconds(cfg.resp_idle_timeout_ms));
-      return;
+      if (cfg.resp_idle_timeout_ms != 0) at = clock::now() + std::chrono::milliseconds(cfg.resp_idle_timeout_ms);
+    } else {
+      if (!command_started_) command_started_ = clock::now();
+      at = *command_started_ + std::chrono::milliseconds(cfg.read_timeout_ms) +
+           std::chrono::seconds(parser.declared() / cfg.min_transfer_rate);
     }
-    if (!command_started_) command_started_ = std::chrono::steady_clock::now();
-    stream_.expires_at(*command_started_ + std::chrono::milliseconds(cfg.read_timeout_ms) +
-                       std::chrono::seconds(parser.declared() / cfg.min_transfer_rate));
+    if (const auto auth = auth_deadline(); auth && (!at || *auth < *at)) at = auth;
+    if (at) stream_.expires_at(*at);
+    else stream_.expires_never();
+  }
+
+  // When this connection must have authenticated by; none once it may read
+  // (or when the deadline is off).
+  std::optional<std::chrono::steady_clock::time_point> auth_deadline() {
+    const auto ms = sh_.s.config.resp_auth_timeout_ms;
+    if (ms == 0 || may(sh_, conn_, Role::read)) return std::nullopt;
+    return connected_ + std::chrono::milliseconds(ms);
   }
 
   asio::awaitable<void> serve() {
@@ -175,8 +189,17 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       const std::size_t n = co_await stream_.async_read_some(asio::buffer(chunk), asio::redirect_error(asio::use_awaitable, ec));
       idle_ = false;
       if (ec) {
-        if (ec == beast::error::timeout) spdlog::info("RESP {}: {} timed out; closed", conn_.peer,
-                                                      command_started_ ? "a command" : "an idle connection");
+        if (ec == beast::error::timeout) {
+          const auto auth = auth_deadline();
+          if (auth && std::chrono::steady_clock::now() >= *auth) {
+            sh_.s.metrics.resp_auth_timeouts.fetch_add(1, std::memory_order_relaxed);
+            spdlog::info("RESP {}: not authenticated within {} ms; closed", conn_.peer,
+                         sh_.s.config.resp_auth_timeout_ms);
+          } else {
+            spdlog::info("RESP {}: {} timed out; closed", conn_.peer,
+                         command_started_ ? "a command" : "an idle connection");
+          }
+        }
         co_return;  // closed, timed out or cancelled by a drain
       }
       parser.feed(std::string_view(chunk.data(), n));
@@ -215,6 +238,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   std::uint64_t id_ = 0;
   bool idle_ = false;
   std::optional<std::chrono::steady_clock::time_point> command_started_;
+  const std::chrono::steady_clock::time_point connected_ = std::chrono::steady_clock::now();
   const Limits read_limits_ = small_limits(true);
   const Limits anonymous_limits_ = small_limits(false);
 };

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from pki import pki  # noqa: F401 - the module's certificates, as a fixture
-from server_harness import read_until_quiet
+from server_harness import metric_value, read_until_quiet
 from test_auth import run_server
 from test_tls import tls_args
 
@@ -194,6 +194,39 @@ def test_idle_connections_time_out_and_busy_ones_stay(hostile):
         time.sleep(0.2)
     silent.close()
     assert "timed out" in srv.read_log()
+
+
+def test_unauthenticated_connections_are_closed_at_the_auth_deadline(hostile):
+    """--resp-auth-timeout-ms bounds a connection's life before AUTH, silent
+    or chatty, while the idle timeout (10 min here) would keep it; an
+    authenticated connection opened at the same moment stays (the positive
+    control that the deadline is about authentication, not age)."""
+    srv = hostile("--resp-auth-timeout-ms", "1000", "--resp-idle-timeout-ms", "600000")
+    silent, chatty = resp_socket(srv), resp_socket(srv)
+    authed = redis.Redis(port=srv.resp_port, password=TOKENS["read"], socket_timeout=10)
+    assert authed.ping()
+    chatty.settimeout(0.2)
+    chatty_closed = False
+    deadline = time.monotonic() + 30  # a generous bound on the event, not a measured duration
+    while time.monotonic() < deadline:  # PING without AUTH, about every 0.2 s, until closed
+        time.sleep(0.2)
+        try:
+            chatty.sendall(b"*1\r\n$4\r\nPING\r\n")
+            if chatty.recv(65536) == b"":
+                chatty_closed = True
+        except (TimeoutError, socket.timeout):
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            chatty_closed = True
+        if chatty_closed:
+            break
+    assert chatty_closed, "an unauthenticated connection that kept talking was never closed"
+    assert closed_by_server(silent, 30), "a silent unauthenticated connection was never closed"
+    assert authed.ping()  # as old as the closed ones, and authenticated: still served
+    assert metric_value(srv, "kcache_resp_auth_timeouts_total") == 2
+    assert srv.read_log().count("not authenticated within 1000 ms") == 2
+    silent.close()
+    chatty.close()
 
 
 def test_resp_has_its_own_connection_budget(hostile):
