@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/units.hpp"
+
 namespace kcache::cli {
 
 std::string format_bytes(std::uint64_t bytes) {
@@ -77,36 +79,7 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
-std::optional<std::uint64_t> parse_size(const std::string& text) {
-  std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-    ++i;
-  std::string num = text.substr(0, i);
-  std::string unit;
-  for (char c : text.substr(i)) {
-    if (c != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  if (num.empty() || num == "." || std::count(num.begin(), num.end(), '.') > 1) return std::nullopt;
-  if (unit.size() > 1 && unit.back() == 'b') unit.pop_back();  // "GB", "GiB"
-  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();  // "Gi"
-  int shift = 0;
-  if (unit.empty() || unit == "b")
-    shift = 0;
-  else if (unit == "k")
-    shift = 10;
-  else if (unit == "m")
-    shift = 20;
-  else if (unit == "g")
-    shift = 30;
-  else if (unit == "t")
-    shift = 40;
-  else
-    return std::nullopt;
-  if (shift == 0 && num.find('.') != std::string::npos) return std::nullopt;
-  double bytes = std::ldexp(std::stod(num), shift);
-  if (!(bytes >= 0) || bytes >= 1.8e19) return std::nullopt;
-  return static_cast<std::uint64_t>(std::llround(bytes));
-}
+std::optional<std::uint64_t> parse_size(const std::string& text) { return parse_byte_size(text); }
 
 std::optional<double> parse_duration(const std::string& text) {
   if (text.empty()) return std::nullopt;

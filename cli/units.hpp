@@ -26,7 +26,8 @@ std::string format_percent(double ratio);
 
 std::int64_t now_unix_ms();
 
-// "20G", "500M", "1.5GiB", "4096" (bytes); units are binary. nullopt if bad.
+// kcache::parse_byte_size (common/units.hpp): "20G", "500M", "1.5GiB",
+// "4096" (bytes); the server and the client accept the same spellings.
 std::optional<std::uint64_t> parse_size(const std::string& text);
 
 // "7d", "12h", "3h12m", "90s", "2w", "45" (seconds); nullopt if bad.

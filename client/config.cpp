@@ -6,6 +6,8 @@
 #include <optional>
 #include <sstream>
 
+#include "common/units.hpp"
+
 namespace kcache {
 
 namespace {
@@ -45,32 +47,9 @@ Result<std::string> read_secret_file(const std::string& path) {
 }  // namespace
 
 Result<std::uint64_t> parse_size(const std::string& text) {
-  std::string s = trim(text);
-  if (s.empty()) return make_error(Errc::invalid_argument, "empty size");
-  std::uint64_t mult = 1;
-  char last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
-  if (last == 'B' && s.size() > 1 && std::isalpha(static_cast<unsigned char>(s[s.size() - 2]))) {
-    s.pop_back();  // "10GB" = "10G"
-    last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
-  }
-  switch (last) {
-    case 'K': mult = 1ull << 10; break;
-    case 'M': mult = 1ull << 20; break;
-    case 'G': mult = 1ull << 30; break;
-    case 'T': mult = 1ull << 40; break;
-    default: break;
-  }
-  if (mult != 1) s.pop_back();
-  if (s.empty() || s.size() > 15)
-    return make_error(Errc::invalid_argument, "bad size '" + text + "'");
-  std::uint64_t n = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return make_error(Errc::invalid_argument, "bad size '" + text + "'");
-    n = n * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (n > (~0ull) / mult)
-    return make_error(Errc::invalid_argument, "size too large '" + text + "'");
-  return n * mult;
+  if (auto n = parse_byte_size(text)) return *n;
+  return make_error(Errc::invalid_argument, "bad size '" + text +
+                                                "' (bytes, or with K, M, G, T or P: 4096, 512M, 1.5GiB)");
 }
 
 Result<ClientConfig> ClientConfig::from_env() {

@@ -105,7 +105,8 @@ struct KCACHE_CLIENT_API ClientConfig {
   std::string describe() const;
 };
 
-// "10G", "512M", "4096" → bytes (binary multiples). nullopt-like error on junk.
+// kcache::parse_byte_size (common/units.hpp) as a Result: "10G", "512M",
+// "1.5GiB", "4096" → bytes; the server and the CLI accept the same spellings.
 KCACHE_CLIENT_API Result<std::uint64_t> parse_size(const std::string& text);
 
 }  // namespace kcache

@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "common/units.hpp"
+
 namespace kcache::server {
 
 namespace {
@@ -61,30 +63,7 @@ bool to_bool(const std::string& name, const std::string& v) {
 
 }  // namespace
 
-std::optional<std::uint64_t> parse_size(const std::string& text) {
-  std::string t = trim(text);
-  std::size_t i = 0;
-  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
-  std::string num = t.substr(0, i);
-  std::string unit = lower(trim(t.substr(i)));
-  if (num.empty() || num.front() == '.' || std::count(num.begin(), num.end(), '.') > 1) return std::nullopt;
-  if (unit.size() > 1 && unit.back() == 'b') unit.pop_back();      // "GB" "GiB"
-  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();      // "Gi"
-  static const std::map<std::string, int> shifts = {
-      {"", 0}, {"b", 0}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}, {"p", 50}};
-  auto it = shifts.find(unit);
-  if (it == shifts.end()) return std::nullopt;
-  double v = 0;
-  try {
-    v = std::stod(num);
-  } catch (...) {
-    return std::nullopt;
-  }
-  double bytes = std::ldexp(v, it->second);
-  if (!(bytes >= 0) || bytes >= 1.8e19) return std::nullopt;
-  if (it->second == 0 && num.find('.') != std::string::npos) return std::nullopt;
-  return static_cast<std::uint64_t>(std::llround(bytes));
-}
+std::optional<std::uint64_t> parse_size(const std::string& text) { return parse_byte_size(text); }
 
 std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text) {
   std::string host, port;

@@ -132,8 +132,8 @@ struct ServerConfig {
 // usage text and the function returns nullopt when --help was asked for.
 std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std::string* help_text);
 
-// "20G", "500M", "64k", "1.5GiB", "123" → bytes (binary multiples: K = 1024).
-// nullopt for anything else.
+// kcache::parse_byte_size (common/units.hpp): "20G", "500M", "64k",
+// "1.5GiB", "123" → bytes; the client and the CLI accept the same spellings.
 std::optional<std::uint64_t> parse_size(const std::string& text);
 
 // "HOST:PORT" or "[V6]:PORT" → host, port. nullopt when malformed.

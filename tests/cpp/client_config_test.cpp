@@ -127,7 +127,10 @@ TEST(ParseSize, SuffixesAndJunk) {
   EXPECT_EQ(*parse_size("2T"), 2ull << 40);
   EXPECT_FALSE(parse_size("").ok());
   EXPECT_FALSE(parse_size("G").ok());
-  EXPECT_FALSE(parse_size("1.5G").ok());
+  // The server's spellings since issue 31 (one grammar: common/units.hpp);
+  // refused before.
+  EXPECT_EQ(*parse_size("1.5G"), 3ull << 29);
+  EXPECT_EQ(*parse_size("2GiB"), 2ull << 30);
   EXPECT_FALSE(parse_size("99999999999999999999").ok());
 }
 
