@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 namespace kcache {
@@ -43,7 +44,13 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
     }
     return n;
   }
-  const double bytes = std::ldexp(std::stod(num), shift);
+  double value = 0;
+  try {
+    value = std::stod(num);  // out_of_range for a number too long for a double
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const double bytes = std::ldexp(value, shift);
   if (!(bytes >= 0) || bytes >= 18446744073709551616.0) return std::nullopt;  // 2^64
   if (bytes >= 9007199254740992.0) return static_cast<std::uint64_t>(bytes);  // 2^53 up: whole already
   return static_cast<std::uint64_t>(std::llround(bytes));

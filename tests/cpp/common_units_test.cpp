@@ -54,6 +54,8 @@ const std::vector<std::pair<std::string, std::optional<std::uint64_t>>>& spellin
       {"1.5B", std::nullopt},
       {"10 G B", std::nullopt},
       {"1e3", std::nullopt},
+      {std::string(400, '9') + "G", std::nullopt},  // past a double: refused, not thrown
+      {std::string(400, '9'), std::nullopt},
   };
   return table;
 }
