@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import signal
 import sys
 import time
@@ -144,10 +145,12 @@ def classify(r: dict, traced: bool) -> str:
 
 
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
-             c: generate.Case | None = None) -> dict:
+             c: generate.Case | None = None, host_facts: pathlib.Path | None = None) -> dict:
     c = c or generate.case(seed, warm_runs)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
+    if host_facts:  # the node starts knowing its host (kcache/host_facts.py)
+        shutil.copytree(host_facts / "host", case_dir / "node" / "host", dirs_exist_ok=True)
     (case_dir / f"{c.name}.py").write_text(c.source)
     t = time.perf_counter()
     cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced))
@@ -209,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                          "process, node tier and Inductor dir "
                          "named under --work, mutations from --mutation; prints its JSON")
     ap.add_argument("--mutation", action="append", default=[])
+    ap.add_argument("--host-facts", type=pathlib.Path,
+                    help="a node directory whose host/ records (Inductor's ISA check verdicts) each "
+                         "case's node starts with: the cold process then builds no ISA probes")
     args = ap.parse_args(argv)
     if args.single:
         c = generate.every_kind(args.seed)
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = []
     for seed in range(args.seed, args.seed + args.cases):
         one = generate.every_kind(seed) if args.every_kind else None
-        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one))
+        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)

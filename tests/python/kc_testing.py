@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
+import shutil
 import stat
 import subprocess
 import sys
@@ -36,9 +38,9 @@ def write_cxx_wrapper(directory: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture
 def cxx_wrapper(tmp_path):
-    """(wrapper, log): write_cxx_wrapper in the test's directory, and the
-    log file tests usually point $KCACHE_TEST_CXX_LOG at."""
-    return write_cxx_wrapper(tmp_path), tmp_path / "cxx.log"
+    """(wrapper, log): the session's CXX wrapper (session_cxx_wrapper), and
+    the test's own log file tests usually point $KCACHE_TEST_CXX_LOG at."""
+    return HOST_FACTS["wrapper"] or write_cxx_wrapper(tmp_path), tmp_path / "cxx.log"
 
 
 # Inductor compiles in the process that asked (no pool of compile-worker
@@ -55,10 +57,100 @@ _BASE_ENV = dict(os.environ)
 
 
 def python_env(**extra: str) -> dict[str, str]:
+    """This process's environment before torch, plus `extra`; a node
+    directory named in KCACHE_LOCAL_DIR starts with the session's host facts
+    (seed_node) unless the test is marked fresh_node."""
     env = dict(_BASE_ENV)
     env["PYTHONFAULTHANDLER"] = "1"  # a crash in a child prints its Python stack
     env.update(extra)
+    seed_env(env)
     return env
+
+
+# Host facts (kcache/host_facts.py: Inductor's ISA check verdicts and what
+# -march=native means) found once per pytest session, for both compilers
+# the tests use (the session's CXX wrapper and plain g++): a fresh node
+# directory would otherwise make its first process build and check
+# Inductor's ISA probes, ~16 s of g++ on this machine, in some 40 tests
+# whose proof is not about a fresh node. Tests that prove what a fresh node
+# does (tests/python/conftest.py: the fresh_node marker) start empty.
+HOST_FACTS: dict[str, pathlib.Path | bool | None] = {"dir": None, "wrapper": None, "seed": True}
+
+
+def seed_node(node: pathlib.Path) -> None:
+    """Copies the session's host-fact records into a node directory (not in
+    a test marked fresh_node)."""
+    facts = HOST_FACTS["dir"]
+    if facts is None or not HOST_FACTS["seed"]:
+        return
+    host = node / "host"
+    host.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for record in facts.glob("host/*.json"):
+        if not (host / record.name).exists():
+            shutil.copyfile(record, host / record.name)
+
+
+def seed_env(env: dict[str, str]) -> None:
+    node = env.get("KCACHE_LOCAL_DIR", "")
+    if node not in ("", "none", "off"):
+        seed_node(pathlib.Path(node))
+
+
+_FACTS_SCRIPT = """
+from kcache import isa_probes, keyfields
+
+class BuildHere:  # the probes are built in this process, shared with no server
+    def get_or_compile(self, key, build, explanation):
+        return build(), "compiled"
+
+isa_probes.ensure(BuildHere())
+keyfields.native_target_flags()
+"""
+
+
+def find_host_facts(shared: pathlib.Path) -> pathlib.Path:
+    """The session's host-fact records in `shared` (a directory every pytest
+    worker sees), made by the first worker to ask, under a lock: a real
+    process per compiler runs kcache's own checks there."""
+    facts = shared / "host-facts"
+    with open(shared / "host-facts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (facts / "done").exists():
+            shutil.rmtree(facts, ignore_errors=True)
+            procs = []
+            for name, cxx in (("wrapper", str(session_cxx_wrapper(shared))), ("g++", None)):
+                scratch = facts / "scratch" / name
+                (scratch / "tmp").mkdir(parents=True)
+                env = dict(_BASE_ENV, KCACHE_LOCAL_DIR=str(facts), TORCHINDUCTOR_CACHE_DIR=str(scratch / "ind"),
+                           TMPDIR=str(scratch / "tmp"), KCACHE_TEST_CXX_LOG=str(scratch / "cxx.log"))
+                env.pop("CXX", None)
+                if cxx:
+                    env["CXX"] = cxx
+                procs.append(subprocess.Popen([PYTHON, "-c", _FACTS_SCRIPT], env=env, stderr=subprocess.PIPE,
+                                              text=True))
+            for p in procs:
+                _, err = p.communicate(timeout=600)
+                assert p.returncode == 0, err[-3000:]
+            records = list(facts.glob("host/isa-checks-*.json"))
+            # One record per compiler, or the seeding is broken (and every
+            # seeded test would quietly pay for the probes again).
+            assert len(records) == 2, (records, err[-2000:])
+            shutil.rmtree(facts / "scratch")
+            (facts / "done").write_text("")
+    return facts
+
+
+def session_cxx_wrapper(shared: pathlib.Path) -> pathlib.Path:
+    """The CXX wrapper every test of this session uses: one file, so its
+    path, size and mtime (the compiler's identity in host facts) are the
+    same in every test."""
+    wrapper = shared / "cxx-wrapper.sh"
+    if not wrapper.exists():
+        scratch = shared / f"wrapper-{os.getpid()}"
+        scratch.mkdir()
+        os.replace(write_cxx_wrapper(scratch), wrapper)
+        scratch.rmdir()
+    return wrapper
 
 
 PYTHON = sys.executable

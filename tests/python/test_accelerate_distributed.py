@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env  # noqa: F401
+from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env, seed_node  # noqa: F401
 
 RANKS = 2
 
@@ -36,6 +36,8 @@ def wave(tmp_path, script, server, cxx, name):
     wrapper, log = cxx
     log.unlink(missing_ok=True)
     out = tmp_path / f"out-{name}"
+    for r in range(RANKS):  # each rank's node knows its host (kc_testing.seed_node)
+        seed_node(tmp_path / f"node-{name}" / f"rank-{r}")
     env = python_env(KCACHE_URL=server.url, KCACHE_PRECOMPILED="1", CXX=str(wrapper), KCACHE_TEST_CXX_LOG=str(log),
                      OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
     before = server.metrics()
@@ -71,13 +73,14 @@ def test_cold_wave_then_restart_wave(tmp_path, cxx_wrapper, script, model_class)
     distinct = len(set(keys[0]))
 
     # Cold: the compiler ran (positive control), each region compiled once
-    # cluster-wide: one lease granted per region and per Inductor's ISA
-    # probes (kcache/isa_probes.py, one more cache entry); a precompiled
-    # region uploads its index and its variant (docs/precompiled.md).
+    # cluster-wide: one lease granted per region (the nodes know their
+    # host, so Inductor's ISA probes are no cache entry here; on a fresh
+    # node they are one more, test_isa_checks.py); a precompiled region
+    # uploads its index and its variant (docs/precompiled.md).
     assert cold_builds > 0
-    assert cold_server["kcache_leases_granted_total"] == distinct + 1
-    assert sum(r["kcache"]["client"]["compiles"] for r in cold) == distinct + 1
-    assert cold_server["kcache_uploads_total"] >= distinct + 1
+    assert cold_server["kcache_leases_granted_total"] == distinct
+    assert sum(r["kcache"]["client"]["compiles"] for r in cold) == distinct
+    assert cold_server["kcache_uploads_total"] >= distinct
 
     # Restart: every region restored from the server, nothing built or missed.
     assert restart_builds == 0

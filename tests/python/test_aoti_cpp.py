@@ -21,7 +21,7 @@ import subprocess
 import pytest
 import torch
 
-from kc_testing import PYTHON, REPO, ServerProcess, python_env
+from kc_testing import PYTHON, REPO, ServerProcess, python_env, seed_env
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +33,7 @@ LAYERS, HIDDEN, HEADS, VOCAB = 2, 64, 4, 256
 def _env(**kcache: str) -> dict[str, str]:
     env = {k: v for k, v in python_env().items() if not k.startswith("KCACHE_")}
     env.update(kcache)
+    seed_env(env)  # a node that knows its host facts (kc_testing.seed_node)
     return env
 
 
@@ -77,7 +78,10 @@ def prewarmed(request, tmp_path_factory):
         out = subprocess.run(
             [PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
              "--hidden", str(HIDDEN), "--heads", str(HEADS)],
-            env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node")),
+            # Its own Inductor dir: the default one (/tmp/torchinductor_$USER)
+            # outlives the run and would hand a later run its compiles.
+            env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor-prewarm")),
             capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         # With a server, prewarm skips this host's node tier (a region found

@@ -16,6 +16,9 @@ from kc_testing import ServerProcess
 from tiny_job import stored_bundles
 from traced_job import LAYERS, run_job
 
+# A fresh node and container: node directories start empty (no host facts).
+pytestmark = pytest.mark.fresh_node
+
 
 @pytest.mark.slow
 def test_cold_then_warm_restores_with_zero_recompiles(tmp_path, traced_cold):

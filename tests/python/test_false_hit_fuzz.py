@@ -10,14 +10,15 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, python_env
+from kc_testing import HOST_FACTS, PYTHON, REPO, python_env
 
 
 def fuzz(tmp_path, *args: str) -> dict:
     out_file = tmp_path / "result.json"
     env = python_env(PYTHONPATH=str(REPO / "tests"), TORCHINDUCTOR_COMPILE_THREADS="1", OMP_NUM_THREADS="1")
+    seed = ["--host-facts", str(HOST_FACTS["dir"])] if HOST_FACTS["dir"] else []  # kc_testing.seed_node
     out = subprocess.run([PYTHON, "-m", "falsehit.runner", "--work", str(tmp_path / "work"),
-                          "--out", str(out_file), *args], capture_output=True, text=True, env=env,
+                          "--out", str(out_file), *seed, *args], capture_output=True, text=True, env=env,
                          timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out_file.read_text())

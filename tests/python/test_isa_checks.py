@@ -15,6 +15,9 @@ import textwrap
 
 import pytest
 
+# A fresh node: its directory starts empty (no host facts from the session).
+pytestmark = pytest.mark.fresh_node
+
 JOB = textwrap.dedent("""
     import json, sys
     from torch._inductor import cpu_vec_isa as isa

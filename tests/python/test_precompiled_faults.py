@@ -60,6 +60,7 @@ def test_changed_inlined_source_is_caught_after_loading(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_node  # the ISA probes entry is one of the stored files
 def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
     """Over a minute: four processes, two of them compiling what was refused."""
     write_sources(tmp_path)

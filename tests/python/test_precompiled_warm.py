@@ -74,6 +74,7 @@ def differ(a_name, a, b_name, b):
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_node  # fresh containers: the ISA probes are built once and shared
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrapper, model):
     """Over a minute: the 12-block demo job cold (a compile of every region)

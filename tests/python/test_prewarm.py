@@ -61,6 +61,7 @@ def test_unreachable_server_is_a_failure(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_node  # prewarm shares Inductor's ISA probes too
 def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
     """Over a minute: a prewarm process compiles every region, then fresh jobs
     start from the server."""

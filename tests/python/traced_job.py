@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, ServerProcess, python_env, write_cxx_wrapper
+from kc_testing import HOST_FACTS, PYTHON, REPO, ServerProcess, python_env, write_cxx_wrapper
 
 JOB = str(REPO / "examples" / "train_regional.py")
 # Three blocks: one region compiled once and reused twice in-process.
@@ -99,8 +99,10 @@ def traced_cold(tmp_path_factory) -> Cold:
     tmp = tmp_path_factory.mktemp("traced-cold")
     wrapper = write_cxx_wrapper(tmp)
     server = ServerProcess(tmp)
+    seed, HOST_FACTS["seed"] = HOST_FACTS["seed"], False  # a fresh node (its users, test_cold_warm, are fresh_node)
     try:
         result = run_job(tmp, wrapper, "cold", node=tmp / "node", url=server.url)
     finally:
+        HOST_FACTS["seed"] = seed
         server.stop()
     return Cold(result, tmp / "node", tmp / "server-data", wrapper)
