@@ -819,12 +819,19 @@ class Soak:
             n = 0
             next_event = a.first_event_s
             end = a.seconds
-            while self.now() < end:
+            # --all-events: the load goes on past --seconds until each listed
+            # event has happened once and 3 s of load followed the last (a
+            # loaded machine restarts slowly; the short test must not lose
+            # an event to that).
+            owed = lambda: a.all_events and n < len(events)  # noqa: E731
+            while self.now() < end or owed():
                 self.watchdog()
-                if events and self.now() >= next_event and self.now() < end - a.down_s - 3:
+                if events and self.now() >= next_event and (self.now() < end - a.down_s - 3 or owed()):
                     self.chaos_event(events[n % len(events)])
                     n += 1
                     next_event = self.now() + a.event_every
+                    if a.all_events and n == len(events):
+                        end = max(end, self.now() + 3)
                 time.sleep(0.05)
             load_seconds = self.now()
             self.stop_load.set()
@@ -1014,6 +1021,8 @@ def main() -> None:
     p.add_argument("--events", default="server,redis,both", help="comma-separated: server, redis, both")
     p.add_argument("--event-every", type=float, default=45, help="seconds between events")
     p.add_argument("--first-event-s", type=float, default=25)
+    p.add_argument("--all-events", action="store_true",
+                   help="run past --seconds until each of --events happened once (then 3 s more)")
     p.add_argument("--down-s", type=float, default=1.0, help="how long a killed process stays down")
     p.add_argument("--lease-ttl-ms", type=int, default=5000)
     p.add_argument("--http-writers", type=int, default=2)

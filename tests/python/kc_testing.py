@@ -90,6 +90,17 @@ def seed_node(node: pathlib.Path) -> None:
             shutil.copyfile(record, host / record.name)
 
 
+def seed_inductor(cache_dir: pathlib.Path, wrapper: bool = True) -> None:
+    """Copies the session's built ISA probes (for the CXX wrapper, or for
+    plain g++) into an Inductor cache directory, where Inductor looks for
+    them before building its own: for processes of stock torch.compile,
+    which kcache's node records do not reach (not in a fresh_node test)."""
+    facts = HOST_FACTS["dir"]
+    if facts is None or not HOST_FACTS["seed"]:
+        return
+    shutil.copytree(facts / "probes" / ("wrapper" if wrapper else "g++"), cache_dir, dirs_exist_ok=True)
+
+
 def seed_env(env: dict[str, str]) -> None:
     node = env.get("KCACHE_LOCAL_DIR", "")
     if node not in ("", "none", "off"):
@@ -105,6 +116,14 @@ class BuildHere:  # the probes are built in this process, shared with no server
 
 isa_probes.ensure(BuildHere())
 keyfields.native_target_flags()
+
+# The probe libraries too, for tests of stock torch.compile (seed_inductor).
+import os, pathlib
+from kcache import _torch_adaptor as adaptor
+out = pathlib.Path(os.environ["KCACHE_TEST_PROBES_OUT"])
+for rel, data in adaptor.isa_probe_binaries().items():
+    (out / rel).parent.mkdir(parents=True, exist_ok=True)
+    (out / rel).write_bytes(data)
 """
 
 
@@ -122,7 +141,8 @@ def find_host_facts(shared: pathlib.Path) -> pathlib.Path:
                 scratch = facts / "scratch" / name
                 (scratch / "tmp").mkdir(parents=True)
                 env = dict(_BASE_ENV, KCACHE_LOCAL_DIR=str(facts), TORCHINDUCTOR_CACHE_DIR=str(scratch / "ind"),
-                           TMPDIR=str(scratch / "tmp"), KCACHE_TEST_CXX_LOG=str(scratch / "cxx.log"))
+                           TMPDIR=str(scratch / "tmp"), KCACHE_TEST_CXX_LOG=str(scratch / "cxx.log"),
+                           KCACHE_TEST_PROBES_OUT=str(facts / "probes" / name))
                 env.pop("CXX", None)
                 if cxx:
                     env["CXX"] = cxx
@@ -135,6 +155,7 @@ def find_host_facts(shared: pathlib.Path) -> pathlib.Path:
             # One record per compiler, or the seeding is broken (and every
             # seeded test would quietly pay for the probes again).
             assert len(records) == 2, (records, err[-2000:])
+            assert all(list((facts / "probes" / name).glob("*/*.so")) for name in ("wrapper", "g++"))
             shutil.rmtree(facts / "scratch")
             (facts / "done").write_text("")
     return facts

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env  # noqa: F401
+from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env, seed_inductor  # noqa: F401
 
 pytest.importorskip("redis")
 JOB = REPO / "tests" / "python" / "resp_job.py"
@@ -34,6 +34,9 @@ def job_env(tmp_path, name, port, cxx=None, log=None):
                      TORCHINDUCTOR_COMPILE_THREADS="1")
     if cxx:
         env.update(CXX=str(cxx), KCACHE_TEST_CXX_LOG=str(log))
+    # Inductor's ISA probes already built (kc_testing.seed_inductor): each
+    # process still checks them on this CPU, and builds no probe.
+    seed_inductor(tmp_path / f"inductor-{name}", wrapper=cxx is not None)
     return env
 
 
@@ -49,8 +52,8 @@ PROCESSES = 3
 @pytest.mark.slow
 def test_concurrent_processes_compile_each_graph_once_and_a_later_one_hits(tmp_path, cxx_wrapper):  # noqa: F811
     """Over a minute: three stock torch.compile processes at once (single-flight
-    needs concurrent cold processes), then a fourth with an empty local cache
-    directory that hits every graph (the second-process test and the
+    needs concurrent cold processes), then a fourth with a local cache
+    directory empty but for Inductor's ISA probes that hits every graph (the second-process test and the
     concurrent one were two cold compiles until the thirteenth session; the
     fourth process is both tests' warm one). It still runs the host compiler
     on CPU, which the test counts."""
