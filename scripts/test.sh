@@ -15,9 +15,11 @@ declare -a timings=()
 stage() {
   local name=$1; shift
   echo "=== $name"
-  local t0=$SECONDS
-  "$@"
-  timings+=("$(printf '%-12s %5ds' "$name" $((SECONDS - t0)))")
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  # A failed stage's time is printed too (marked), then the run stops.
+  timings+=("$(printf '%-12s %5ds%s' "$name" $((SECONDS - t0)) "$( ((rc)) && echo "  (failed: exit $rc)")")")
+  return $rc
 }
 junit=("$root/build/junit-ctest.xml" "$root/build/junit-asan.xml" "$root/build/junit-pytest.xml")
 report() {

@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from . import api
+from . import api, isa_probes
 from .aoti_region import ExportedRegion, compile_bundle, export
 from .aoti_stages import stages_for, tensor_names, model_tensors
 
@@ -43,6 +43,10 @@ def prewarm(model: torch.nn.Module, out_dir: str | pathlib.Path, *, command: str
     out.mkdir(parents=True, exist_ok=True)
     model = model.eval()
     store = api._get_store()
+    # Inductor's ISA probes as the Python paths get them: shared through the
+    # cache on a fresh node, answered from the node's record after
+    # (kcache/isa_probes.py); before anything asks Inductor for its ISA.
+    isa_probes.ensure(store)
     names = tensor_names(model)
     regions: dict[str, ExportedRegion] = {}
     plan_stages, report = [], []

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, python_env
+from kc_testing import PYTHON, REPO, python_env, seed_node
 
 
 def single(tmp_path, node: str, inductor: str, *mutations: str, **env: str) -> dict:
@@ -58,6 +58,8 @@ def test_planted_precompiled_variant_is_refused_on_first_use(tmp_path):
     """Over a minute: two cold compiles (the real model and the other one),
     a warm run that serves the plant and one that refuses it."""
     case_dir = tmp_path / "fz_every_7"
+    for node in ("node-a", "node-b"):  # nodes that know their host (kc_testing.seed_node)
+        seed_node(case_dir / node)
     real = single(tmp_path, "node-a", "ind-a")
     other = single(tmp_path, "node-b", "ind-b", "m.SCALE = 0.125", "m.FLAG = not m.FLAG")
     assert real["delta"]["misses"] == other["delta"]["misses"] == 1  # both compiled (controls)
