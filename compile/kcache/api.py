@@ -100,6 +100,8 @@ def _settings(kwargs: dict[str, Any]) -> CompileSettings | None:
     backend = kwargs.get("backend", "inductor")
     if backend != "inductor" or os.environ.get("KCACHE_DISABLE") == "1":
         return None
+    if adaptor.support().path == "stock":
+        return None  # a torch kcache cannot work with: torch.compile unchanged
     return CompileSettings(backend="inductor", mode=kwargs.get("mode"),
                            fullgraph=bool(kwargs.get("fullgraph", False)),
                            dynamic=kwargs.get("dynamic"), options=dict(kwargs.get("options") or {}))
@@ -149,8 +151,10 @@ class _Compiler:
     def precompiled_region(self, regions: dict[str, PrecompiledRegion], name: str,
                            traced, entry: str = "call") -> PrecompiledRegion | None:
         """The region `name` on the precompiled path, or None when it is off
-        (KCACHE_PRECOMPILED=0, another backend, kcache disabled)."""
-        if not precompiled_enabled() or self.settings is None or self._backend(name) is None:
+        (KCACHE_PRECOMPILED=0, another backend, kcache disabled, a torch
+        whose precompiled facts do not hold)."""
+        if not precompiled_enabled() or adaptor.support().path != "precompiled" or \
+                self.settings is None or self._backend(name) is None:
             return None
         region = regions.get(name)
         if region is None:
@@ -195,7 +199,6 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
     unless KCACHE_PRECOMPILED=0; a region that cannot falls back to the
     traced path (Dynamo traces each block, kcache supplies what it
     compiles), said once with the reason."""
-    adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)
     names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}
@@ -231,7 +234,6 @@ def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.
 
 def compile(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
     """The whole model as one region, through the same machinery."""
-    adaptor.check_torch()
     return _Compiler(compile_kwargs)(model, type(model).__name__)
 
 
@@ -241,7 +243,6 @@ def compile_regions_in_place(module: torch.nn.Module, **compile_kwargs: Any) -> 
     engine keeps its module objects). Blocks take the precompiled path
     (kcache.precompiled_in_place) unless KCACHE_PRECOMPILED=0 or a block has
     module hooks; those are compiled as nn.Module.compile() would."""
-    adaptor.check_torch()
     compiler = _Compiler(compile_kwargs)
     regions = find_regions(module)
     names = {id(module.get_submodule(m)): r.name for r in regions for m in r.members}

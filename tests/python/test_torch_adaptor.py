@@ -14,8 +14,9 @@ from kcache import _torch_adaptor as adaptor
 def test_every_private_api_the_adaptor_uses_is_present():
     missing = [name for name, ok in adaptor._required().items() if not ok]
     assert missing == []
-    assert adaptor.torch_version() == adaptor.TESTED_TORCH
+    assert adaptor.releases.facts(adaptor.torch_version()) is not None, "this torch is outside the window"
     adaptor.check_torch()
+    assert adaptor.support().path == "precompiled" and adaptor.support().message is None
 
 
 def test_a_missing_api_is_named(monkeypatch):
@@ -24,13 +25,57 @@ def test_a_missing_api_is_named(monkeypatch):
         adaptor.check_torch()
 
 
-def test_another_torch_version_is_refused_unless_allowed(monkeypatch):
+def test_a_torch_outside_the_window_is_refused_unless_allowed(monkeypatch):
     monkeypatch.setattr(adaptor, "torch_version", lambda: "9.9.9")
     monkeypatch.delenv("KCACHE_ALLOW_UNTESTED_TORCH", raising=False)
-    with pytest.raises(adaptor.TorchDrift, match="tested with torch 2.13.0"):
+    with pytest.raises(adaptor.TorchDrift, match=r"supports torch 2\.13, 2\.14, 2\.15 .*found"):
         adaptor.check_torch()
     monkeypatch.setenv("KCACHE_ALLOW_UNTESTED_TORCH", "1")
     adaptor.check_torch()
+
+
+@pytest.mark.parametrize("version,release", [
+    ("2.13.0", "2.13"), ("2.13.1", "2.13"), ("2.14.1+cu130", "2.14"), ("2.15.0", "2.15"),
+    ("2.15.2+cpu", "2.15"), ("2.16.0a0+git0123abc", "2.16"), ("2.12.1", "2.12"), ("3.0.0", "3.0"),
+])
+def test_every_patch_release_of_a_supported_release_is_supported(version, release):
+    assert adaptor.releases.release_of(version) == release
+    assert (adaptor.releases.facts(version) is not None) == (release in adaptor.releases.SUPPORTED)
+
+
+def _random_support_case(rng):
+    version = rng.choice(["2.12.1", "2.13.0", "2.13.4", "2.14.1", "2.15.0", "2.16.0", "3.1.0"])
+    traced = {f"t{i}": rng.random() > 0.2 for i in range(rng.randint(0, 3))}
+    precompiled_only = {f"p{i}": rng.random() > 0.2 for i in range(rng.randint(0, 3))}
+    return version, {**traced, **precompiled_only}, traced, rng.random() > 0.5
+
+
+def test_the_support_rule_never_uses_a_path_whose_facts_do_not_hold():
+    """Generated cases (versions in and outside the window, any mix of
+    missing facts, the override on or off): the precompiled path only with
+    every fact and a supported release (or the override), the traced path
+    only with its own facts, and a message whenever it is not everything."""
+    import random
+
+    rng = random.Random(29)
+    seen = set()
+    for _ in range(400):
+        version, required, traced, allow = _random_support_case(rng)
+        s = adaptor.decide_support(version, required, traced, allow)
+        in_window = adaptor.releases.facts(version) is not None
+        seen.add(s.path)
+        if s.path == "precompiled":
+            assert all(required.values()) and (in_window or allow)
+            assert (s.message is None) == in_window
+        elif s.path == "traced":
+            assert all(traced.values()) and not (all(required.values()) and (in_window or allow))
+            assert "precompiled regions are off" in s.message
+        else:
+            assert s.path == "stock" and not all(traced.values())
+            assert "torch.compile runs unchanged" in s.message
+        if s.path != "precompiled" and not in_window:
+            assert f"torch {version} is outside the supported releases (2.13, 2.14, 2.15)" in s.message
+    assert seen == {"precompiled", "traced", "stock"}  # the generator reaches every outcome
 
 
 class _Scaled(torch.nn.Module):

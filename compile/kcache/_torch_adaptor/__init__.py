@@ -1,11 +1,14 @@
 """The one place where kcache touches PyTorch's private compiler APIs.
 
 PyTorch's compiler internals change between releases. Everything kcache
-needs from them goes through this package, which is pinned to the torch
-version it was written and tested against (TESTED_TORCH). On any other
-version `check_torch()` raises, naming what drifted, unless
-KCACHE_ALLOW_UNTESTED_TORCH=1; tests/python/test_torch_adaptor.py fails
-loudly when an attribute used here disappears.
+needs from them goes through this package. The supported releases
+(releases.SUPPORTED: torch 2.13, 2.14 and 2.15, every patch release) each
+have a module in releases/ with what differs in them; `support()` decides
+once per process what kcache does on the torch it finds: everything, the
+traced path only, or nothing (stock torch.compile), and says why
+(docs/torch-support.md). `check_torch()` raises, naming what drifted;
+tests/python/test_torch_adaptor.py fails loudly when an attribute used
+here disappears.
 
 What it provides:
 - a fresh Mega-Cache recording around one region's compile
@@ -33,6 +36,7 @@ adaptor`, and reach every name through it.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
@@ -56,7 +60,7 @@ from .precompiled import (
 from .trace_capture import capture_graph
 from .target import cpu_vec_isa, isa_checks_done, isa_checks, isa_probe_binaries, host_compiler
 
-TESTED_TORCH = "2.13.0"
+from . import releases
 
 
 class TorchDrift(RuntimeError):
@@ -67,10 +71,16 @@ def torch_version() -> str:
     return torch.__version__.split("+")[0]
 
 
+def _allow_untested() -> bool:
+    return os.environ.get("KCACHE_ALLOW_UNTESTED_TORCH") == "1"
+
+
 def check_torch() -> None:
-    if torch_version() != TESTED_TORCH and os.environ.get("KCACHE_ALLOW_UNTESTED_TORCH") != "1":
+    """Raises TorchDrift unless this torch is a supported release (or
+    KCACHE_ALLOW_UNTESTED_TORCH=1) with every private API the adaptor uses."""
+    if releases.facts(torch_version()) is None and not _allow_untested():
         raise TorchDrift(
-            f"kcache's PyTorch adaptor is tested with torch {TESTED_TORCH}, found "
+            f"kcache supports torch {', '.join(releases.SUPPORTED)} (any patch release), found "
             f"{torch.__version__}; set KCACHE_ALLOW_UNTESTED_TORCH=1 to try anyway"
         )
     missing = [name for name, ok in _required().items() if not ok]
@@ -78,8 +88,61 @@ def check_torch() -> None:
         raise TorchDrift("PyTorch internals kcache needs are missing: " + ", ".join(missing))
 
 
-def _required() -> dict[str, bool]:
-    from . import drift, graph_ops, hooks, precompiled, trace_capture
+class Support:
+    """What kcache does on this torch: "precompiled" (everything),
+    "traced" (Dynamo traces every process; kcache caches what Inductor
+    compiles, whose entries PyTorch itself keys and checks) or "stock"
+    (PyTorch's own torch.compile, untouched), with the sentence said once
+    when it is not everything (docs/torch-support.md)."""
 
-    return {**drift.core_required(), **precompiled.required(), **hooks.required(),
-            **trace_capture.required(), **graph_ops.required()}
+    def __init__(self, path: str, message: str | None) -> None:
+        self.path, self.message = path, message
+
+
+_support: Support | None = None
+
+
+def support() -> Support:
+    """This process's Support, decided once and said once (a warning)."""
+    global _support
+    if _support is None:
+        _support = decide_support(torch_version(), _required(), _traced_required(), _allow_untested())
+        if _support.message:
+            logging.getLogger("kcache").warning("kcache: %s", _support.message)
+    return _support
+
+
+def decide_support(version: str, required: dict[str, bool], traced_required: dict[str, bool],
+                   allow_untested: bool) -> Support:
+    """The rule, as a pure function of what was found (tested without
+    installing another torch)."""
+    window = ", ".join(releases.SUPPORTED)
+    in_window = releases.facts(version) is not None
+    missing = [n for n, ok in required.items() if not ok]
+    traced_missing = [n for n, ok in traced_required.items() if not ok]
+    if (in_window or allow_untested) and not missing:
+        note = None if in_window else (f"torch {version} is outside the supported releases ({window}); "
+                                       "KCACHE_ALLOW_UNTESTED_TORCH=1: using every path anyway")
+        return Support("precompiled", note)
+    where = (f"torch {version} is outside the supported releases ({window})" if not in_window else
+             f"torch {version} lacks PyTorch internals kcache needs ({', '.join(missing)})")
+    if not traced_missing:
+        return Support("traced", f"{where}: precompiled regions are off; every process traces with "
+                                 "Dynamo and kcache caches what Inductor compiles")
+    return Support("stock", f"{where}: kcache is off and torch.compile runs unchanged "
+                            f"(missing for the traced path: {', '.join(traced_missing)})")
+
+
+def _traced_required() -> dict[str, bool]:
+    """What the traced path needs: the Inductor caches, the loader and the
+    hooks kcache patches."""
+    from . import drift, graph_ops, hooks
+
+    return {**drift.core_required(), **hooks.required(), **graph_ops.required()}
+
+
+def _required() -> dict[str, bool]:
+    """Everything: the traced path's needs, aot_compile and the trace checks."""
+    from . import precompiled, trace_capture
+
+    return {**_traced_required(), **precompiled.required(), **trace_capture.required()}

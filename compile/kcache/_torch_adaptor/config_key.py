@@ -48,6 +48,8 @@ def ensure_recompile_limit(blocks: int) -> None:
     """
     cfg = torch._dynamo.config
     needed = blocks + 8
+    if not hasattr(cfg, "recompile_limit") or not hasattr(cfg, "accumulated_recompile_limit"):
+        return  # a torch without them (support() says what kcache does there)
     if cfg.recompile_limit < needed:
         cfg.recompile_limit = needed
     if cfg.accumulated_recompile_limit < needed * 4:

@@ -31,13 +31,17 @@ import builtins
 import sys
 from typing import Any
 
+import torch
+
 from ..portable_checks import expected
 
 _PYTORCH = "pytorch"
 _TRACED = "trace"  # no portable check: a trace check (trace_capture.py)
 
-# guard type -> what kcache does with it (docs/precompiled.md lists the same).
-GUARD_TABLE: dict[str, str] = {
+# guard type -> what kcache does with it, for the guard types every supported
+# release builds; a release's own additions are in releases/v*.py
+# (docs/precompiled.md lists them all).
+BASE_GUARD_TABLE: dict[str, str] = {
     # Tensors, shapes and global state: PyTorch keeps these, with the
     # compile-time values, and checks them against the live arguments.
     "TENSOR_MATCH": "tensor", "TENSOR_SUBCLASS_METADATA_MATCH": _PYTORCH,
@@ -65,6 +69,27 @@ GUARD_TABLE: dict[str, str] = {
     "COUNT_ITERATOR_MATCH": _TRACED, "FAKE_SCRIPT_TYPE_MATCH": _TRACED,
     "OPAQUE_OBJ_GUARD_FN_MATCH": _TRACED,
 }
+
+
+def _release_rows() -> dict[str, str]:
+    from . import releases
+
+    facts = releases.facts(torch.__version__) or releases.newest()
+    return facts.GUARD_ROWS
+
+
+def every_release_rows() -> dict[str, str]:
+    """The table's rows over all supported releases (what the docs list)."""
+    from . import releases
+
+    out = dict(BASE_GUARD_TABLE)
+    for facts in releases.every():
+        out.update(facts.GUARD_ROWS)
+    return out
+
+
+# The table for the torch in this process.
+GUARD_TABLE: dict[str, str] = {**BASE_GUARD_TABLE, **_release_rows()}
 
 # Dynamo source classes that name the same object as their base.
 _SAME_AS_BASE = frozenset({"UnspecializedNNModuleSource", "UnspecializedBuiltinNNModuleSource",
