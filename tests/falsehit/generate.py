@@ -6,7 +6,9 @@ forward computes (an attribute holding a function, a partial, a closure or
 a module; a module global, a bool flag, a registry dict, a global function;
 a class attribute, a property, a method, a base-class method, a
 submodule's forward; a per-instance constant; a dict indexed by the
-input's dtype, which only a trace check covers), with alternatives defined
+input's dtype, which only a trace check covers; an object of a class
+defined in a function's scope, held in a global or a plain attribute, as
+transformers 5's `kernels` wrappers are), with alternatives defined
 beside it. A mutation is a snippet run after the module is imported and
 the model built, before compile_regions: it changes one of those features
 at run time, the way monkeypatching, configuration and hooks do, without
@@ -42,6 +44,15 @@ STEPS = {
     "constant": "y = y + self.eps",
     "nested_global": "y = nested(y)",
     "dtype_table": "y = y * DTYPES[y.dtype]",
+}
+
+# Objects of classes defined in a function's scope, which PyTorch's own
+# serialized guards cannot rebuild (transformers 5's `kernels` wrappers are
+# such: apply_rotary_pos_emb is an instance of a local class). Drawn by a
+# generator of their own, so that adding them moved no existing seed's case.
+LOCAL_STEPS = {
+    "local_global": "y = LOCAL(y)",
+    "local_attr": "y = self._funcs['f'](y)",
 }
 
 # Features whose guards have no portable check (a dict item indexed by a
@@ -85,6 +96,10 @@ MUTATIONS = {
               "blocks[1].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 2.0,))",
               "blocks[0].sub.register_full_backward_pre_hook(lambda mod, go: (go[0] * 0.5,))",
               "torch.nn.modules.module.register_module_full_backward_hook(lambda mod, gi, go: None)"],
+    "local_global": ["m.LOCAL = m.make_local(-2.0)", "m.LOCAL = m.make_local_alt()",
+                     "type(m.LOCAL).forward = m.local_forward_alt"],
+    "local_attr": ["for b in blocks: b._funcs['f'] = m.make_local(3.0)",
+                   "blocks[1]._funcs['f'] = m.make_local_alt()"],
     "noop": ["pass", "m.SCALE = m.SCALE", "for b in blocks: b.fn = b.fn"],
 }
 
@@ -127,6 +142,44 @@ def act_a(x):
 
 def act_b(x):
     return torch.sigmoid(x) + {c4}
+
+
+def _local_class():
+    # One class for every instance, defined in a function's scope (as the
+    # `kernels` package defines its wrappers).
+    class Local(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x * self.k
+    return Local
+
+
+def _local_class_alt():
+    class Local(torch.nn.Module):
+        def forward(self, x):
+            return x + 0.25
+    return Local
+
+
+LocalCls, LocalAlt = _local_class(), _local_class_alt()
+
+
+def make_local(k):
+    return LocalCls(k)
+
+
+def make_local_alt():
+    return LocalAlt()
+
+
+def local_forward_alt(self, x):
+    return x - 1.0
+
+
+LOCAL = make_local({c10})
 
 
 def make_closure(k):
@@ -178,6 +231,7 @@ class Block(Base):
         self.clo = make_closure({c7})
         self.act_mod = torch.nn.Tanh()
         self.eps = {eps}
+        self.__dict__["_funcs"] = {{"f": make_local({c11})}}  # a plain attribute, not a submodule
 
     @property
     def gain(self):
@@ -229,7 +283,7 @@ def _value(rng: random.Random) -> str:
 def every_kind(seed: int = 0) -> Case:
     """One case whose forward reads every feature, warm once per mutation
     snippet (the kinds issue 32 found, as named regression cases)."""
-    out = case(seed, 0, features=sorted(set(STEPS) - TRACE_CHECKED))
+    out = case(seed, 0, features=sorted(set(STEPS) - TRACE_CHECKED) + sorted(LOCAL_STEPS))
     out.name, out.cold = f"fz_every_{seed}", []
     out.warm = [[]] + [[s] for kind in sorted(set(MUTATIONS) - TRACE_CHECKED) for s in MUTATIONS[kind]]
     return out
@@ -242,17 +296,24 @@ def case(seed: int, warm_runs: int, features: list[str] | None = None) -> Case:
     must hit: the positive control); the others add one or two mutations,
     mostly of features the forward reads, some of features it does not."""
     rng = random.Random(seed)
-    features = features or rng.sample(sorted(STEPS), rng.randint(2, 6))
-    body = "\n".join("        " + STEPS[f] for f in features)
+    local_rng = random.Random(f"local-{seed}")
+    local: list[str] = []
+    if features is None:
+        features = rng.sample(sorted(STEPS), rng.randint(2, 6))
+        local = [f for f in sorted(LOCAL_STEPS) if local_rng.random() < 0.3]
+    main = [f for f in features if f in STEPS]
+    features = features + local
+    body = "\n".join("        " + {**STEPS, **LOCAL_STEPS}[f] for f in features)
     values = {f"c{i}": _value(rng) for i in range(1, 10)}
+    values.update(c10=_value(local_rng), c11=_value(local_rng))
     name = f"fz_case_{seed}"
     source = _MODULE.format(seed=seed, scale=_value(rng), flag=rng.choice([True, False]),
                             inner=_value(rng), k=_value(rng), eps=_value(rng), dim=DIM,
                             blocks=BLOCKS, body=body, **values)
     out = Case(seed, name, source, features)
     if rng.random() < 0.3:  # the cold process changed something too ("either direction")
-        out.cold = [rng.choice(MUTATIONS[rng.choice(features)])]
-    kinds = sorted(MUTATIONS)
+        out.cold = [rng.choice(MUTATIONS[rng.choice(main)])]
+    kinds = sorted(k for k in MUTATIONS if k not in LOCAL_STEPS)  # as before LOCAL_STEPS
     for i in range(warm_runs):
         if i % 3 == 0:
             out.warm.append(list(out.cold))
@@ -260,8 +321,10 @@ def case(seed: int, warm_runs: int, features: list[str] | None = None) -> Case:
         picks = []
         for _ in range(rng.choice([1, 1, 2])):
             roll = rng.random()
-            kind = (rng.choice(features) if roll < 0.6 else rng.choice(["hooks", "forward"])
+            kind = (rng.choice(main) if roll < 0.6 else rng.choice(["hooks", "forward"])
                     if roll < 0.8 else rng.choice(kinds))
             picks.append(rng.choice(MUTATIONS.get(kind, MUTATIONS["noop"])))
+        if local and local_rng.random() < 0.5:
+            picks.append(local_rng.choice(MUTATIONS[local_rng.choice(local)]))
         out.warm.append(list(out.cold) + picks)
     return out

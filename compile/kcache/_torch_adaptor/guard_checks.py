@@ -194,3 +194,46 @@ def _same_plain(a: Any, b: Any) -> bool:
         return type(a) is type(b) and bool(a == b)
     except Exception:  # noqa: BLE001 - a comparison that does not give a bool
         return False
+
+
+def _is_local_class(value: Any) -> bool:
+    cls = value if isinstance(value, type) else type(value)
+    return "<locals>" in getattr(cls, "__qualname__", "")
+
+
+def through_local_classes(entries: list[Any], f_globals: dict[str, Any], f_locals: dict[str, Any],
+                          resolve) -> list[bool]:
+    """For each guard, whether its source reads through a class defined in a
+    function's scope (or an instance of one): PyTorch cannot serialize such
+    an object, and its serialized guards on anything reached through it do
+    not rebuild in another process (transformers 5's `kernels` wrappers)."""
+    memo: dict[str, bool] = {}
+    out = []
+    for e in entries:
+        try:
+            path = source_path(getattr(e.orig_guard, "originating_source", None), f_globals)
+        except NoPortableCheck:
+            out.append(False)
+            continue
+        found = False
+        for i in range(1, len(path) + 1):
+            key = repr(path[:i])
+            if key not in memo:
+                try:
+                    memo[key] = _is_local_class(resolve(path[:i], f_locals))
+                except Exception:  # noqa: BLE001 - a path kcache cannot follow: not a reason
+                    memo[key] = False
+            if memo[key]:
+                found = True
+                break
+        out.append(found)
+    return out
+
+
+def needs_pytorch(entry: Any) -> bool:
+    """Whether only PyTorch's own guard checks this entry (kcache records no
+    portable check for it)."""
+    action = GUARD_TABLE.get(entry.guard_type)
+    source = getattr(entry.orig_guard, "originating_source", None)
+    return (action == _PYTORCH or type(source).__name__ in ("GlobalStateSource", "ShapeEnvSource")
+            or (action == "tensor" and not entry.is_global))

@@ -44,6 +44,10 @@ def required() -> dict[str, bool]:
             getattr(getattr(dynamo_types, "GuardFilterEntry", None), "__dataclass_fields__", {})),
         "torch._guards.Guard(originating_source, create_fn)": {"originating_source", "create_fn"} <= set(
             getattr(torch._guards.Guard, "__dataclass_fields__", {})),
+        # keep_serializable_guards: a type match on a class defined in a
+        # function's scope is marked so (serialize_guards refuses it).
+        "torch._guards.Guard._unserializable": "_unserializable" in getattr(
+            torch._guards.Guard, "__dataclass_fields__", {}),
     }
 
 
@@ -57,12 +61,39 @@ def keep_serializable_guards(entries) -> list[bool]:
     flag read in forward is still checked on every call. It drops what
     cannot be serialized (identity, function and closure matches, dict
     versions) and builtins (their alias is not rebuilt on load).
+
+    It also drops a type match on a class defined in a function's scope
+    (PyTorch marks it unserializable and would refuse the whole region):
+    kcache's own portable "type" check (guard_checks.py) compares that
+    class's description at the same path in the warm process, so nothing is
+    lost. transformers 5 meets this on every Llama-like block: the `kernels`
+    package turns apply_rotary_pos_emb into an instance of a local class.
     """
     from torch._dynamo.guards import CheckFunctionManager
 
     unsupported = CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES
-    return [g.guard_type not in unsupported
+    return [g.guard_type not in unsupported and not _local_type_match(g)
             and (not g.is_global or g.name.startswith("G['__import_")) for g in entries]
+
+
+def _local_type_match(entry) -> bool:
+    return (entry.guard_type in ("TYPE_MATCH", "BUILTIN_MATCH")
+            and getattr(entry.orig_guard, "_unserializable", False))
+
+
+def _drop_through_local_classes(entries, keep: list[bool], f_globals, f_locals, failed: list[str]) -> list[bool]:
+    """PyTorch's serialized guards that read through a class defined in a
+    function's scope do not rebuild on load (the object does not pickle):
+    they are dropped, and kcache's own portable check of the same path
+    stands in. A guard only PyTorch checks (a tensor's, a global state's)
+    cannot be dropped so: it makes the region need a trace check."""
+    local = guard_checks.through_local_classes(entries, f_globals, f_locals, resolve)
+    for e, through in zip(entries, local):
+        if through and guard_checks.needs_pytorch(e):
+            failed.append(f"{e.guard_type} on {e.orig_guard.name} reads through a class defined "
+                          "in a function's scope, which PyTorch's guards cannot rebuild")
+            break
+    return [k and not through for k, through in zip(keep, local)]
 
 
 class PrecompileUnsupported(RuntimeError):
@@ -89,13 +120,15 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
     failed: list[str] = []
 
     def guard_filter(entries):
+        keep = keep_serializable_guards(entries)
         if checks is not None:
             f_locals = {"block": args[0], "args": tuple(args[1:]), "kwargs": dict(kwargs)}
             try:
                 checks.extend(guard_checks.portable_checks(entries, call.__globals__, f_locals, resolve))
             except guard_checks.NoPortableCheck as e:
                 failed.append(str(e))
-        return keep_serializable_guards(entries)
+            keep = _drop_through_local_classes(entries, keep, call.__globals__, f_locals, failed)
+        return keep
 
     compiled = torch.compile(call, fullgraph=True, backend="inductor", dynamic=dynamic,
                              options={**patches, "guard_filter_fn": guard_filter})
