@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
-# The compile-integration tests against the newest transformers and
-# accelerate (.venv-latest, made by bench/compat/setup.sh), torch pinned at
-# 2.13. Writes bench/compat/results.json (versions, passed, failed, each
-# failure's message) and bench/compat/pytest.log; docs/STATUS.md cites them.
+# The compile-integration tests in another environment. By default
+# .venv-latest (bench/compat/setup.sh: torch 2.13 with newer transformers and
+# accelerate); with COMPAT_VENV, a venv of another torch release
+# (bench/compat/setup-torch.sh). Writes bench/compat/results.json (versions,
+# passed, failed, each failure's message) and bench/compat/pytest.log, or
+# results-torch<release>.json and pytest-torch<release>.log for COMPAT_VENV;
+# docs/STATUS.md and docs/torch-support.md cite them.
 #   bench/compat/setup.sh && bench/compat/run.sh
+#   bench/compat/setup-torch.sh 2.14.1 && COMPAT_VENV=.venv-torch2.14 bench/compat/run.sh
 #   bench/compat/run.sh tests/python/test_x.py   # a subset: results-subset.json, pytest-subset.log
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-[[ -x .venv-latest/bin/python ]] || bench/compat/setup.sh
 tests=(tests/python/test_accelerate.py tests/python/test_regions.py tests/python/test_region_keys.py
        tests/python/test_precompiled_blocks.py tests/python/test_precompiled_warm.py
        tests/python/test_cold_warm.py
        tests/python/test_accelerate_distributed.py)
 name=results log=pytest
-if (($#)); then tests=("$@") name=results-subset log=pytest-subset; fi
+if [[ -n ${COMPAT_VENV:-} ]]; then
+  py=$COMPAT_VENV/bin/python
+  release=$("$py" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+  # The RESP endpoint under PyTorch's own remote caches, stock torch.compile;
+  # the guard table of this release. (tests/python/test_aoti_cpp.py needs
+  # the libtorch program built against this release's libtorch: not run.)
+  tests+=(tests/python/test_resp_torch.py tests/python/test_guard_table.py tests/python/test_torch_adaptor.py)
+  name=results-torch$release log=pytest-torch$release
+else
+  py=.venv-latest/bin/python
+  [[ -x $py ]] || bench/compat/setup.sh
+fi
+if (($#)); then tests=("$@") name=$name-subset log=$log-subset; fi
 junit=$(mktemp --suffix=.xml)
-KCACHE_BUILD_DIR="$root/build/dev" .venv-latest/bin/python -m pytest -q -ra "${tests[@]}" \
+KCACHE_BUILD_DIR="$root/build/dev" "$py" -m pytest -q -ra -n 2 "${tests[@]}" \
   --junitxml="$junit" > "bench/compat/$log.log" 2>&1
 rc=$?
-.venv-latest/bin/python - "$junit" "$rc" "$*" <<'PY' > "bench/compat/$name.json"
-import json, sys, time, importlib.metadata as md
+"$py" - "$junit" "$rc" "$*" <<'PY' > "bench/compat/$name.json"
+import json, os, sys, time, importlib.metadata as md
 import xml.etree.ElementTree as ET
 cases = list(ET.parse(sys.argv[1]).iter("testcase"))
 def outcome(c):
@@ -31,9 +46,11 @@ def outcome(c):
     return "passed", ""
 rows = [(c.get("classname") + "::" + c.get("name"), *outcome(c)) for c in cases]
 print(json.dumps({
-    "date": time.strftime("%Y-%m-%d %H:%M"), "command": ("bench/compat/run.sh " + sys.argv[3]).strip(),
+    "date": time.strftime("%Y-%m-%d %H:%M"), "command": ((f"COMPAT_VENV={os.environ['COMPAT_VENV']} " if os.environ.get("COMPAT_VENV") else "")
+                + "bench/compat/run.sh " + sys.argv[3]).strip(),
     "pytest_rc": int(sys.argv[2]),
     "versions": {k: md.version(k) for k in ("torch", "transformers", "accelerate")},
+    "kcache_path": __import__("kcache._torch_adaptor", fromlist=["support"]).support().path,
     "passed": sum(r[1] == "passed" for r in rows),
     "failed": [{"test": r[0], "message": r[2]} for r in rows if r[1] in ("failure", "error")],
     "skipped": [{"test": r[0], "message": r[2]} for r in rows if r[1] == "skipped"],
