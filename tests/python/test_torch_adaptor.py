@@ -155,3 +155,28 @@ def test_the_private_api_scan_finds_a_leak(tmp_path):
                      "torch._dynamo.reset()\nx = torch.nn.Linear\ns = 'torch._dynamo in a string'\n")
     assert _private_torch_uses(leaky) == ["leaky.py:2: import torch._dynamo",
                                           "leaky.py:3: from torch._inductor", "leaky.py:4: torch._dynamo"]
+
+
+def test_the_config_key_imports_no_compiler_and_equals_pytorchs_own():
+    """Computing a key's config field must not import Inductor's lowering
+    stack (2.15's config serializer would: about a second in every warm
+    process), and must give what PyTorch's own save_config_portable() gives
+    once that stack is imported (releases/v2_15.portable_config)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch
+from kcache._torch_adaptor import config_key, releases
+fast = config_key.config_fingerprint()
+fast_dicts = [releases.portable_config(c) for c in (torch._inductor.config,)]
+lowering = sorted(m for m in ("torch._inductor.lowering", "torch._inductor.scheduler",
+                              "torch._inductor.choices") if m in sys.modules)
+assert not lowering, lowering
+import torch._inductor.choices  # now PyTorch's serializer runs as it does during a compile
+assert config_key.config_fingerprint() == fast
+assert [c.save_config_portable() for c in (torch._inductor.config,)] == fast_dicts
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from . import releases
+
 
 # Config entries that bound how often Dynamo recompiles, not what any
 # compile produces: kcache raises them (ensure_recompile_limit) and they
@@ -31,7 +33,7 @@ def config_fingerprint() -> str:
     h = hashlib.sha256()
     for cfg in (torch._inductor.config, torch._functorch.config, torch._dynamo.config):
         # save_config_portable() drops fields marked as irrelevant to caching.
-        portable = cfg.save_config_portable()
+        portable = releases.portable_config(cfg)
         items = sorted((k, _stable_repr(v)) for k, v in portable.items() if k not in _NEUTRAL_CONFIG)
         h.update(repr(items).encode())
     return h.hexdigest()[:16]

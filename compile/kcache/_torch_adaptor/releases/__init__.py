@@ -39,3 +39,12 @@ def every() -> list[types.ModuleType]:
 
 def newest() -> types.ModuleType:
     return every()[-1]
+
+
+def portable_config(cfg) -> dict:
+    """cfg.save_config_portable(), through the release's own way where it
+    has one (v2_15.portable_config)."""
+    import torch
+
+    way = getattr(facts(torch.__version__) or newest(), "portable_config", None)
+    return way(cfg) if way is not None else cfg.save_config_portable()
