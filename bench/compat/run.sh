@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The compile-integration tests in another environment. By default
-# .venv-latest (bench/compat/setup.sh: torch 2.13 with newer transformers and
-# accelerate); with COMPAT_VENV, a venv of another torch release
-# (bench/compat/setup-torch.sh). Writes bench/compat/results.json (versions,
-# passed, failed, each failure's message) and bench/compat/pytest.log, or
+# .venv-previous (bench/compat/setup.sh: torch 2.13 with the previous pins of
+# transformers and accelerate); with COMPAT_VENV, a venv of a torch release
+# (bench/compat/setup-torch.sh, or the project's .venv for 2.13). Writes
+# bench/compat/results-previous.json (versions, passed, failed, each
+# failure's message) and pytest-previous.log, or
 # results-torch<release>.json and pytest-torch<release>.log for COMPAT_VENV;
 # docs/STATUS.md and docs/torch-support.md cite them.
 #   bench/compat/setup.sh && bench/compat/run.sh
@@ -16,7 +17,7 @@ tests=(tests/python/test_accelerate.py tests/python/test_regions.py tests/python
        tests/python/test_precompiled_blocks.py tests/python/test_precompiled_warm.py
        tests/python/test_cold_warm.py
        tests/python/test_accelerate_distributed.py)
-name=results log=pytest
+name=results-previous log=pytest-previous
 if [[ -n ${COMPAT_VENV:-} ]]; then
   py=$COMPAT_VENV/bin/python
   release=$("$py" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
@@ -26,7 +27,7 @@ if [[ -n ${COMPAT_VENV:-} ]]; then
   tests+=(tests/python/test_resp_torch.py tests/python/test_guard_table.py tests/python/test_torch_adaptor.py)
   name=results-torch$release log=pytest-torch$release
 else
-  py=.venv-latest/bin/python
+  py=.venv-previous/bin/python
   [[ -x $py ]] || bench/compat/setup.sh
 fi
 if (($#)); then tests=("$@") name=$name-subset log=$log-subset; fi
