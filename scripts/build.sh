@@ -3,12 +3,16 @@
 # kcache into .venv. Incremental: ccache and Ninja keep rebuilds cheap.
 #   BUILD_DIR   build directory (default build/dev)
 #   SANITIZE=1  AddressSanitizer + UBSan build (tests only, no Python)
+#   TORCH_PYTHON  the venv python whose torch the libtorch example links
+#               (default .venv; bench/compat builds one per torch release)
+#   TARGETS     ninja targets to build (default: all); with TARGETS the
+#               Python package is not installed
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 build=${BUILD_DIR:-build/dev}
 jobs=${JOBS:-2}
-py="$root/.venv/bin/python"
+py=${TORCH_PYTHON:-$root/.venv/bin/python}
 # ccache: hash paths relative to the checkout, so a fresh clone (CI) reuses
 # the objects an earlier checkout built.
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
@@ -25,9 +29,10 @@ else
          -DTorch_DIR="$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch")
 fi
 cmake "${args[@]}" >/dev/null
-ninja -C "$build" -j"$jobs"
+# shellcheck disable=SC2086  # TARGETS is a list of target names
+ninja -C "$build" -j"$jobs" ${TARGETS:-}
 
-if [[ ${SANITIZE:-0} != 1 ]]; then
+if [[ ${SANITIZE:-0} != 1 && -z ${TARGETS:-} ]]; then
   # The real packaging path (scikit-build-core), not a copied .so.
   "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
 fi

@@ -1,6 +1,8 @@
 """The tested matrix (docs/torch-support.md, docs/STATUS.md), printed from
 bench/compat's committed results: one row per results file, its verdict
-from its counts.  python3 bench/compat/matrix.py"""
+from its counts; then the warm-start benchmark's GPT-2 12-block row per
+torch release (bench/warmstart/results-torch*.json), its verdict from the
+counters of its warm precompiled cell.  python3 bench/compat/matrix.py"""
 
 import json
 import pathlib
@@ -22,5 +24,32 @@ def main() -> None:
               f"| {r['passed']} | {failed} | {skipped} | {verdict} | bench/compat/{f.name} ({r['date']}) |")
 
 
+def warmstart() -> None:
+    files = sorted((HERE.parent / "warmstart").glob("results-torch*.json"))
+    if not files:
+        return
+    print()
+    print("| torch | transformers | cold regional | PyTorch warm dir | PyTorch remote | kcache traced "
+          "| kcache precompiled | cold / precompiled | precompiled warm: traces, FX misses, compiler imported "
+          "| same losses | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for f in files:
+        r = json.loads(f.read_text())
+        row = next(x for x in r["rows"] if (x["model"], x["layers"]) == ("gpt2", 12))
+        c = row["cells"]
+        o = {k: c[k]["overhead_s"] for k in ("cold_regional", "pytorch_warm_dir", "pytorch_remote",
+                                             "kcache_traced", "kcache_precompiled")}
+        p = c["kcache_precompiled"]
+        clean = p["dynamo_traces"] == 0 and p["fxgraph_miss"] == 0 and not p["compiler_modules"]
+        same = p["losses"] == c["kcache_precompiled_cold"]["losses"]
+        print(f"| {r['versions']['torch']} | {r['versions']['transformers']} | "
+              + " | ".join(f"{v:.1f} s" for v in o.values())
+              + f" | {o['cold_regional'] / o['kcache_precompiled']:.1f}x "
+              f"| {p['dynamo_traces']}, {p['fxgraph_miss']}, {'no' if not p['compiler_modules'] else 'yes'}"
+              f"{'' if clean else ' (NOT clean)'} | {'yes' if same else 'NO'} "
+              f"| bench/warmstart/{f.name} ({row['date']}, median of {r.get('repeats', 5)}) |")
+
+
 if __name__ == "__main__":
     main()
+    warmstart()

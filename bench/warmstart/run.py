@@ -27,6 +27,8 @@ its own redis-server and kcache-server.
     .venv/bin/python bench/warmstart/run.py --quick      # GPT-2, 12 blocks only
     .venv/bin/python bench/warmstart/run.py --report     # REPORT.md and plot from results.json
     .venv/bin/python bench/warmstart/run.py --configs gpt2-24 --merge   # add to results.json
+    .venv-torch2.14/bin/python bench/warmstart/run.py --quick --repeats 3 \
+        --out bench/warmstart/results-torch2.14.json   # one torch release's row (docs/torch-support.md)
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def median_of(cells: list[dict]) -> dict:
     return cell
 
 
-def configuration(work: Path, model: str, layers: int, redis_port: int, url: str) -> dict:
+def configuration(work: Path, model: str, layers: int, redis_port: int, url: str,
+                  repeats: int = REPEATS) -> dict:
     name = f"{model}-{layers}"
     print(f"{name}:", flush=True)
     w = work / name
@@ -128,7 +131,7 @@ def configuration(work: Path, model: str, layers: int, redis_port: int, url: str
     # time), and a round-robin gives every setup the same share of it.
     rounds: dict[str, list[dict]] = {k: [] for k in ("eager", "pytorch_warm_dir", "kcache_traced",
                                                       "kcache_precompiled")}
-    for i in range(REPEATS):
+    for i in range(repeats):
         rounds["eager"].append(run_cell(w, model, layers, "eager", "eager", "ind-eager"))
         rounds["pytorch_warm_dir"].append(run_cell(w, model, layers, "pytorch warm Inductor dir",
                                                    "accelerate", "ind-local"))
@@ -155,20 +158,30 @@ def main() -> None:
     p.add_argument("--merge", action="store_true",
                    help="keep the other configurations already in results.json")
     p.add_argument("--report", action="store_true", help="only regenerate REPORT.md and the plot")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="runs of each compared warm cell")
+    p.add_argument("--out", type=Path, default=HERE / "results.json",
+                   help="results file; REPORT.md is made only from the default one")
     args = p.parse_args()
+    out = args.out.resolve()
     if not args.report:
         configs = [("gpt2", 12)] if args.quick else [("gpt2", 12), ("llama", 12), ("gpt2", 24),
                                                       ("llama", 24)]
         if args.configs:
             configs = [(c.split("-")[0], int(c.split("-")[1])) for c in args.configs.split(",")]
         work = Path(tempfile.mkdtemp(prefix="kcache-bench-warmstart-"))
+        import importlib.metadata as md
+
         result = {"machine": {"host": platform.node(), "cpus": os.cpu_count(),
                               "python": platform.python_version()},
+                  "versions": {k: md.version(k) for k in ("torch", "transformers", "accelerate")},
+                  "repeats": args.repeats,
                   "steps": STEPS, "hidden": HIDDEN, "command": "bench/warmstart/run.py"
                   + (" --quick" if args.quick else "")
-                  + (f" --configs {args.configs}" if args.configs else ""), "rows": []}
-        if args.merge and (HERE / "results.json").exists():
-            old = json.loads((HERE / "results.json").read_text())
+                  + (f" --configs {args.configs}" if args.configs else "")
+                  + (f" --repeats {args.repeats}" if args.repeats != REPEATS else "")
+                  + (f" --out {out.relative_to(REPO)}" if out != HERE / "results.json" else ""), "rows": []}
+        if args.merge and out.exists():
+            old = json.loads(out.read_text())
             result["rows"] = [r for r in old["rows"] if (r["model"], r["layers"]) not in configs]
             result["command"] = old["command"] + " ; " + result["command"] + " --merge"
         try:
@@ -180,11 +193,13 @@ def main() -> None:
                 _redis, port = services.start_redis(work / f"services-{m}-{n}")
                 _server, url = services.start_server(
                     work / f"services-{m}-{n}", f"disk:{work / f'services-{m}-{n}' / 'kcache-data'}")
-                result["rows"].append(configuration(work, m, n, port, url))
-                (HERE / "results.json").write_text(json.dumps(result, indent=1) + "\n")
+                result["rows"].append(configuration(work, m, n, port, url, args.repeats))
+                out.write_text(json.dumps(result, indent=1) + "\n")
                 services.stop_all()
         finally:
             services.stop_all()
+        if out != HERE / "results.json":
+            return
     import report
 
     report.write(HERE)
