@@ -7,6 +7,8 @@
 #               (default .venv; bench/compat builds one per torch release)
 #   TARGETS     ninja targets to build (default: all); with TARGETS the
 #               Python package is not installed
+#   EXTRA_CMAKE_ARGS  more -D options (bench/compat: a CUDA build of torch
+#               needs its CUDA toolkit and nvrtc named)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -28,6 +30,8 @@ else
          -DKCACHE_BUILD_TORCH_EXAMPLES=ON
          -DTorch_DIR="$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch")
 fi
+# shellcheck disable=SC2206  # a list of -D options
+args+=(${EXTRA_CMAKE_ARGS:-})
 cmake "${args[@]}" >/dev/null
 # shellcheck disable=SC2086  # TARGETS is a list of target names
 ninja -C "$build" -j"$jobs" ${TARGETS:-}

@@ -22,17 +22,32 @@ if [[ -n ${COMPAT_VENV:-} ]]; then
   py=$COMPAT_VENV/bin/python
   release=$("$py" -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
   # The RESP endpoint under PyTorch's own remote caches, stock torch.compile;
-  # the guard table of this release. (tests/python/test_aoti_cpp.py needs
-  # the libtorch program built against this release's libtorch: not run.)
-  tests+=(tests/python/test_resp_torch.py tests/python/test_guard_table.py tests/python/test_torch_adaptor.py)
+  # the guard table of this release; AOTInductor regions run by the libtorch
+  # program built against this release's libtorch (build/torch<release>).
+  tests+=(tests/python/test_resp_torch.py tests/python/test_guard_table.py tests/python/test_torch_adaptor.py
+          tests/python/test_aoti_cpp.py)
   name=results-torch$release log=pytest-torch$release
+  build_dir=$root/build/torch$release
+  cmake_extra=()
+  if [[ -n $("$py" -c 'import torch; print(torch.version.cuda or "")') ]]; then
+    # A CUDA build of torch: its CMake config asks for the CUDA toolkit
+    # ($CUDA_HOME, default /usr/local/cuda) and for the nvrtc the wheel brought (nvidia/cu*/lib).
+    cuda_root=${CUDA_HOME:-/usr/local/cuda}
+    nvrtc=$("$py" -c 'import glob, os, torch; print((sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu*", "lib", "libnvrtc.so*"))) or [""])[0])')
+    cmake_extra=("-DCUDA_TOOLKIT_ROOT_DIR=$cuda_root" "-DCMAKE_CUDA_COMPILER=$cuda_root/bin/nvcc"
+                 "-DCUDA_nvrtc_LIBRARY=$nvrtc")
+  fi
+  EXTRA_CMAKE_ARGS="${cmake_extra[*]}" TORCH_PYTHON=$py BUILD_DIR=$build_dir TARGETS=kcache-regions-run \
+    scripts/build.sh > "bench/compat/build-torch$release.log" 2>&1 \
+    || { tail -20 "bench/compat/build-torch$release.log"; echo "compat: the libtorch program did not build"; exit 1; }
 else
   py=.venv-previous/bin/python
   [[ -x $py ]] || bench/compat/setup.sh
 fi
 if (($#)); then tests=("$@") name=$name-subset log=$log-subset; fi
 junit=$(mktemp --suffix=.xml)
-KCACHE_BUILD_DIR="$root/build/dev" "$py" -m pytest -q -ra -n 2 "${tests[@]}" \
+# KCACHE_BUILD_DIR: where test_aoti_cpp finds the libtorch program.
+KCACHE_BUILD_DIR="${build_dir:-$root/build/dev}" "$py" -m pytest -q -ra -n 2 "${tests[@]}" \
   --junitxml="$junit" > "bench/compat/$log.log" 2>&1
 rc=$?
 "$py" - "$junit" "$rc" "$*" <<'PY' > "bench/compat/$name.json"
