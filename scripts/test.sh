@@ -33,6 +33,8 @@ trap report EXIT
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
 stage setup scripts/setup.sh
+# Each C++ file includes only what its target links (docs/architecture.md).
+stage layers python3 scripts/check_layers.py
 stage build scripts/build.sh
 rm -f "${junit[@]}"
 stage ctest ctest --test-dir build/dev --output-on-failure -j2 --output-junit "$root/build/junit-ctest.xml"

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "redis/options.hpp"
 #include "server/leases/lease_table.hpp"
 #include "storage/backend.hpp"
 
@@ -32,7 +33,7 @@ struct Gauges {
   LeaseCounters leases;
   std::uint64_t connections_active = 0;
   std::uint64_t waiters = 0;
-  std::optional<storage::ClusterCounts> cluster;  // set when storage is a Redis Cluster
+  std::optional<redis::ClusterCounts> cluster;  // set when storage is a Redis Cluster
 };
 
 class Metrics {

@@ -22,16 +22,16 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "server/http/authorizer.hpp"
 #include "server/config.hpp"
 #include "server/hot_tier.hpp"
+#include "server/http/authorizer.hpp"
 #include "server/http/http_types.hpp"
+#include "server/http/router.hpp"
 #include "server/leases/landings.hpp"
 #include "server/leases/lease_table.hpp"
-#include "server/metrics.hpp"
-#include "server/http/router.hpp"
-#include "server/trusted_keys.hpp"
 #include "server/leases/waiters.hpp"
+#include "server/metrics.hpp"
+#include "server/trusted_keys.hpp"
 #include "storage/backend.hpp"
 
 namespace kcache::server {
@@ -92,21 +92,5 @@ boost::asio::awaitable<std::invoke_result_t<F&>> run_blocking(boost::asio::threa
   return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>, void(T)>(initiate,
                                                                                     boost::asio::use_awaitable);
 }
-
-// Maps an unexpected storage failure to a response (507 full, 503
-// unavailable/timeout, 400 invalid_argument, else 500), counting it.
-Response storage_failure(Services& s, const char* op, const Error& e);
-
-// Before the body is read: the route, or the response that ends the request
-// here (400 bad path or key, 404 no route, 405, 401/403).
-std::variant<RouteMatch, Response> preflight(Services& s, const Request& req);
-
-// After the body is read: the answer. REQUIRES: `m` from preflight(req).
-boost::asio::awaitable<Response> handle_request(Services& s, Request& req, const RouteMatch& m);
-
-// Per-route handlers (artifact_routes.cpp, lease_routes.cpp, admin_routes.cpp).
-boost::asio::awaitable<Response> handle_artifact(Services& s, Request& req, const RouteMatch& m);
-boost::asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m);
-boost::asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m);
 
 }  // namespace kcache::server

@@ -27,7 +27,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -76,15 +75,6 @@ struct ListPage {
   std::string next_cursor;  // empty when there are no more
 };
 
-// Totals of one target or mode (/v1/stats' breakdown).
-struct Tally {
-  std::uint64_t entries = 0, bytes = 0, hits = 0;
-};
-
-struct Breakdown {
-  std::map<std::string, Tally> by_target, by_mode;
-};
-
 struct Usage {
   std::uint64_t entries = 0;
   std::uint64_t bytes = 0;
@@ -118,19 +108,6 @@ struct VerifyReport {
 // The server passes artifact::inspect_bundle plus the key check, so the
 // storage layer does not depend on the bundle format.
 using Verifier = std::function<bool(const std::string& key, const std::vector<std::uint8_t>& bytes)>;
-
-// What a Redis Cluster router did since it started (storage/redis_cluster.hpp):
-// redirects followed, rounds retried and why, slot maps read, calls that
-// failed open after their retries. Monotonic counters.
-struct ClusterCounts {
-  std::uint64_t moved = 0;
-  std::uint64_t ask = 0;
-  std::uint64_t refreshes = 0;    // slot maps installed, the first included
-  std::uint64_t tryagain = 0;     // TRYAGAIN replies (a multi-key command mid-migration)
-  std::uint64_t clusterdown = 0;  // CLUSTERDOWN replies (no master for a slot, mid-failover)
-  std::uint64_t node_errors = 0;  // a node could not be reached or dropped the connection
-  std::uint64_t failed = 0;       // calls that gave up (unavailable or timeout)
-};
 
 class Backend {
  public:
@@ -176,14 +153,10 @@ class Backend {
   virtual Result<VerifyReport> verify(const Verifier& verifier, bool remove) = 0;
   // Cheap reachability check for /readyz.
   virtual Status ping() = 0;
-  // "memory", "disk", "redis".
+  // "memory", "disk", "redis", "redis-cluster".
   virtual std::string name() const = 0;
-  // Per-target and per-mode totals kept as entries are stored, removed,
-  // evicted and read (memory, disk: O(targets + modes)); nullopt where the
-  // backend keeps none (redis), whose callers scan list() instead.
-  virtual std::optional<Breakdown> breakdown() { return std::nullopt; }
-  // The Cluster router's counters; nullopt for every other backend.
-  virtual std::optional<ClusterCounts> cluster_counts() const { return std::nullopt; }
+  // What some backends do beyond this contract (a per-target breakdown,
+  // a Cluster router's counters): storage/capabilities.hpp.
 };
 
 // Opens a backend from a URI: "memory:", "disk:PATH", "redis://[user:pass@]host:port/db".

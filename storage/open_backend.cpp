@@ -1,10 +1,10 @@
 // open_backend(): the URI dispatcher. Configuration errors are values
 // (Errc::invalid_argument, or what opening the store reported).
 #include "storage/backend.hpp"
-#include "storage/disk_backend.hpp"
+#include "storage/disk/backend.hpp"
 #include "storage/fault_hook.hpp"
-#include "storage/memory_backend.hpp"
-#include "storage/redis_backend.hpp"
+#include "storage/memory/backend.hpp"
+#include "storage/redis/backend.hpp"
 
 namespace kcache::storage {
 

@@ -4,7 +4,7 @@
 // Thread safety: none; the owning backend calls it under its index lock.
 #pragma once
 
-#include "storage/backend.hpp"
+#include "storage/capabilities.hpp"
 
 namespace kcache::storage {
 

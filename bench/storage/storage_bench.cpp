@@ -17,9 +17,9 @@
 #include "common/hex.hpp"
 #include "common/sha256.hpp"
 #include "storage/backend.hpp"
-#include "storage/disk_backend.hpp"
-#include "storage/disk_layout.hpp"
-#include "storage/disk_sidecar.hpp"
+#include "storage/disk/backend.hpp"
+#include "storage/disk/layout.hpp"
+#include "storage/disk/sidecar.hpp"
 
 using namespace kcache;
 using namespace kcache::storage;

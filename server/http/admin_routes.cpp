@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/bundle.hpp"
-#include "server/parse_uint.hpp"
 #include "server/http/bundle_check.hpp"
+#include "server/http/handlers.hpp"
+#include "server/parse_uint.hpp"
 #include "server/services.hpp"
+#include "storage/capabilities.hpp"
 #include "storage/fault_hook.hpp"
 
 namespace kcache::server {
@@ -46,7 +48,7 @@ Gauges sample_gauges(Services& s, const Result<storage::Usage>& u, const LeaseCo
   g.leases = leases;
   g.connections_active = s.connections_active ? s.connections_active() : 0;
   g.waiters = s.waiters.count();
-  g.cluster = s.backend.cluster_counts();
+  if (auto* router = storage::capability<storage::HasClusterRouter>(s.backend)) g.cluster = router->cluster_counts();
   return g;
 }
 
@@ -167,7 +169,11 @@ asio::awaitable<Response> stats(Services& s) {
     LeaseCounters leases;
     std::optional<storage::Breakdown> kept;  // the backend's counters, where it keeps them
   };
-  auto scan_job = [&s] { return Scan{s.backend.usage(), nullptr, s.leases.counters(), s.backend.breakdown()}; };
+  auto scan_job = [&s] {
+    Scan scan{s.backend.usage(), nullptr, s.leases.counters(), std::nullopt};
+    if (auto* kept = storage::capability<storage::KeepsBreakdown>(s.backend)) scan.kept = kept->breakdown();
+    return scan;
+  };
   auto scan = co_await run_blocking(s.pool, scan_job);
   if (scan.kept) {
     auto b = std::make_shared<Breakdown>();

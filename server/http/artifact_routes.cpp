@@ -7,9 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "server/parse_uint.hpp"
 #include "server/http/bundle_check.hpp"
+#include "server/http/handlers.hpp"
 #include "server/http/upload_spool.hpp"
+#include "server/parse_uint.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/http/handlers.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

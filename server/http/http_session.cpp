@@ -13,6 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include "server/http/handlers.hpp"
 #include "server/http/request_head.hpp"
 #include "server/http/request_read.hpp"
 #include "server/http/response_write.hpp"

@@ -2,6 +2,7 @@
 // GET /v1/leases.
 #include <nlohmann/json.hpp>
 
+#include "server/http/handlers.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

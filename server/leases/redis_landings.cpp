@@ -10,13 +10,10 @@
 #include <mutex>
 #include <thread>
 
+#include "redis/link.hpp"
 #include "server/leases/landings.hpp"
-#include "storage/redis_backend.hpp"
-#include "storage/redis_link.hpp"
 
 namespace kcache::server {
-
-namespace redis = storage::redis;
 
 namespace {
 
@@ -31,7 +28,7 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 
 class RedisLandings final : public Landings {
  public:
-  RedisLandings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts, Waiters& waiters)
+  RedisLandings(std::shared_ptr<redis::RedisLink> link, redis::ConnectOptions opts, Waiters& waiters)
       : link_(std::move(link)), opts_(std::move(opts)), waiters_(waiters), thread_([this] { run(); }) {}
 
   ~RedisLandings() override {
@@ -131,7 +128,7 @@ class RedisLandings final : public Landings {
   }
 
   std::shared_ptr<redis::RedisLink> link_;
-  const storage::RedisOptions opts_;
+  const redis::ConnectOptions opts_;
   Waiters& waiters_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -144,7 +141,7 @@ class RedisLandings final : public Landings {
 
 }  // namespace
 
-std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts,
+std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, redis::ConnectOptions opts,
                                               Waiters& waiters) {
   return std::make_unique<RedisLandings>(std::move(link), std::move(opts), waiters);
 }

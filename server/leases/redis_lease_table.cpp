@@ -4,17 +4,15 @@
 #include <algorithm>
 #include <map>
 
+#include "redis/cluster.hpp"
+#include "redis/link.hpp"
+#include "redis/url.hpp"
 #include "server/leases/redis_replicas.hpp"
-#include "storage/redis_backend.hpp"
-#include "storage/redis_cluster.hpp"
-#include "storage/redis_link.hpp"
 
 namespace kcache::server {
 
-namespace redis = storage::redis;
-
 // Defined in redis_landings.cpp.
-std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, storage::RedisOptions opts,
+std::unique_ptr<Landings> make_redis_landings(std::shared_ptr<redis::RedisLink> link, redis::ConnectOptions opts,
                                               Waiters& waiters);
 
 namespace {
@@ -269,18 +267,21 @@ Result<RedisReplicaParts> make_redis_replica_parts(const std::string& storage_ur
   // The lease keys share the hash tag {leases}: in a Cluster every script
   // runs on the one master that serves that slot.
   std::shared_ptr<redis::RedisLink> link;
-  storage::RedisOptions node;
+  redis::ConnectOptions node;
   if (storage_uri.rfind("redis-cluster://", 0) == 0) {
-    auto opts = storage::parse_redis_cluster_url(storage_uri);
-    if (!opts) return opts.error();
+    // The storage backend has already accepted the URL's own parameters.
+    auto url = redis::parse_cluster_url(storage_uri);
+    if (!url) return url.error();
+    auto* opts = &url->cluster;
     opts->node.pool_size = std::min<std::size_t>(opts->node.pool_size, 8);
     auto cluster = std::make_shared<redis::RedisCluster>(*opts);
     if (auto s = cluster->start(); !s) return make_error(s.error().code, "lease table: " + s.error().message);
     link = std::move(cluster);
     node = opts->node;
   } else {
-    auto opts = storage::parse_redis_url(storage_uri);
-    if (!opts) return opts.error();
+    auto url = redis::parse_url(storage_uri);
+    if (!url) return url.error();
+    auto* opts = &url->conn;
     opts->pool_size = std::min<std::size_t>(opts->pool_size, 8);
     link = redis::make_single_link(*opts);
     node = *opts;

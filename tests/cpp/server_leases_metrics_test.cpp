@@ -138,7 +138,7 @@ TEST(Metrics, ClusterCountsOnlyWithAClusterAndWithFixedLabels) {
   Metrics m;
   Gauges g;
   EXPECT_EQ(m.render_prometheus(g).find("kcache_redis_cluster_"), std::string::npos);
-  storage::ClusterCounts c;
+  redis::ClusterCounts c;
   c.moved = 4;
   c.ask = 0;
   c.refreshes = 2;

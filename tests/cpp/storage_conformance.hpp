@@ -15,10 +15,11 @@
 #include <set>
 #include <thread>
 
-#include "storage/disk_backend.hpp"
-#include "storage/memory_backend.hpp"
-#include "storage/redis_backend.hpp"
 #include "redis_cluster_util.hpp"
+#include "storage/capabilities.hpp"
+#include "storage/disk/backend.hpp"
+#include "storage/memory/backend.hpp"
+#include "storage/redis/backend.hpp"
 #include "storage_test_util.hpp"
 
 namespace kcache::storage {

@@ -108,14 +108,18 @@ TEST_P(StorageConformance, ReadRangeOfATruncatedObjectIsCorrupt) {
   EXPECT_EQ(backend_->read_range(k, 0, 24).error().code, Errc::not_found);
 }
 
-// breakdown(): per-target and per-mode counters that follow put, get,
-// remove and evict exactly as a scan of list() would (memory, disk); redis
-// keeps none and says so.
+// KeepsBreakdown (storage/capabilities.hpp): per-target and per-mode
+// counters that follow put, get, remove and evict exactly as a scan of
+// list() would (memory, disk); redis lacks the capability.
 TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
+  auto* keeps = capability<KeepsBreakdown>(*backend_);
   if (GetParam() == "redis" || GetParam() == "redis-cluster") {
-    EXPECT_FALSE(backend_->breakdown().has_value());
+    EXPECT_EQ(keeps, nullptr);
+    EXPECT_EQ(capability<HasClusterRouter>(*backend_) != nullptr, GetParam() == "redis-cluster");
     return;
   }
+  ASSERT_NE(keeps, nullptr);
+  EXPECT_EQ(capability<HasClusterRouter>(*backend_), nullptr);
   std::string a = make_key("bd-a"), b = make_key("bd-b"), c = make_key("bd-c");
   put_ok(a, make_bytes(100, 1), meta("x", "cpu", "default"));
   put_ok(b, make_bytes(200, 2), meta("x", "cpu", "aoti"));
@@ -135,8 +139,7 @@ TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
     return out;
   };
   auto same = [&](const char* when) {
-    auto kept = backend_->breakdown();
-    ASSERT_TRUE(kept.has_value());
+    auto kept = std::optional<Breakdown>(keeps->breakdown());
     auto want = scan();
     for (const auto& pair : {std::make_pair(&kept->by_target, &want.by_target), std::make_pair(&kept->by_mode, &want.by_mode)}) {
       ASSERT_EQ(pair.first->size(), pair.second->size()) << when;
@@ -149,15 +152,15 @@ TEST_P(StorageConformance, BreakdownCountersFollowTheEntries) {
     }
   };
   same("after puts and gets");
-  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").entries, 2u);
-  EXPECT_EQ(backend_->breakdown()->by_target.at("cpu").hits, 2u);
+  EXPECT_EQ(keeps->breakdown().by_target.at("cpu").entries, 2u);
+  EXPECT_EQ(keeps->breakdown().by_target.at("cpu").hits, 2u);
   ASSERT_TRUE(backend_->remove(a).ok());
   same("after a remove");
   EvictPolicy p;
   p.target = "cuda:sm_90";
   ASSERT_TRUE(backend_->evict(p).ok());
   same("after an evict");
-  EXPECT_EQ(backend_->breakdown()->by_target.count("cuda:sm_90"), 0u);
+  EXPECT_EQ(keeps->breakdown().by_target.count("cuda:sm_90"), 0u);
 }
 
 // put_span (a spooled upload's mapping): stores exactly the span's bytes,

@@ -14,8 +14,8 @@
 #include <functional>
 #include <thread>
 
-#include "storage/disk_backend.hpp"
-#include "storage/redis_backend.hpp"
+#include "storage/disk/backend.hpp"
+#include "storage/redis/backend.hpp"
 #include "storage_test_util.hpp"
 
 namespace kcache::storage {

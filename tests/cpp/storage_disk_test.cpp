@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-#include "storage/disk_backend.hpp"
+#include "storage/disk/backend.hpp"
 #include "storage/fault_hook.hpp"
 #include "storage_test_util.hpp"
 

@@ -10,10 +10,10 @@
 #include <set>
 #include <thread>
 
+#include "redis/cluster.hpp"
+#include "redis/slots.hpp"
 #include "redis_cluster_util.hpp"
-#include "storage/redis_backend.hpp"
-#include "storage/redis_cluster.hpp"
-#include "storage/redis_slots.hpp"
+#include "storage/redis/backend.hpp"
 #include "storage_test_util.hpp"
 
 namespace kcache::storage {
@@ -123,7 +123,7 @@ class RedisClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<redis::RedisCluster> router() const {
-    auto r = std::make_unique<redis::RedisCluster>(options());
+    auto r = std::make_unique<redis::RedisCluster>(options().router());
     auto s = r->start();
     EXPECT_TRUE(s.ok()) << (s ? "" : s.error().message);
     return r;

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "storage/redis_backend.hpp"
+#include "storage/redis/backend.hpp"
 #include "storage_test_util.hpp"
 
 namespace kcache::storage {

@@ -128,7 +128,7 @@ class Server:
         return {e["key"] for e in json.loads(body)["entries"]}
 
     def object_path(self, key: str) -> pathlib.Path:
-        return self.data / "objects" / key[:2] / key  # storage/disk_layout.hpp
+        return self.data / "objects" / key[:2] / key  # storage/disk/layout.hpp
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -103,7 +103,7 @@ def key_slot(key: str) -> int:
 
 
 def meta_key(hex_key: str) -> str:
-    """The kcache key whose slot holds the entry (storage/redis_backend.hpp)."""
+    """The kcache key whose slot holds the entry (storage/redis/backend.hpp)."""
     return f"kcache:{{{hex_key}}}:meta"
 
 
