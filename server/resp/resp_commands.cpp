@@ -241,103 +241,182 @@ void release_flights(RespShared& sh, Conn& c) {
   c.flights.clear();
 }
 
+namespace {
+
+using Args = std::vector<std::string>;
+
+// Every handler answers into `out`; false closes the connection (QUIT).
+// Handlers get arguments whose count the table has already checked.
+using Handler = asio::awaitable<bool> (*)(RespShared&, Conn&, Args&, std::string&);
+
+struct CommandSpec {
+  const char* name;  // lower case
+  int arity;         // as Redis counts it: n exactly, or -n for at least n (the name included)
+  Role role;         // needed before the handler runs; none: the handler decides (AUTH, HELLO, QUIT)
+  Handler handler;
+};
+
+asio::awaitable<bool> cmd_quit(RespShared&, Conn&, Args&, std::string& out) {
+  simple(out, "OK");
+  co_return false;
+}
+
+asio::awaitable<bool> cmd_auth(RespShared& sh, Conn& c, Args& args, std::string& out) {
+  if (args.size() > 3) wrong_args(out, "auth");
+  else auth(sh, c, args.back(), out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_hello(RespShared& sh, Conn& c, Args& args, std::string& out) {
+  const std::size_t n = args.size();
+  if (n >= 2) {
+    auto v = to_int(args[1]);
+    if (!v) {
+      error(out, "ERR Protocol version is not an integer or out of range");
+      co_return true;
+    }
+    if (*v != 2 && *v != 3) {
+      error(out, "NOPROTO unsupported protocol version");
+      co_return true;
+    }
+  }
+  for (std::size_t i = 2; i < n; ++i) {
+    const auto opt = lower(args[i]);
+    if (opt == "auth" && i + 2 < n) {
+      std::string auth_out;
+      auth(sh, c, args[i + 2], auth_out);
+      if (auth_out[0] == '-') {
+        out += auth_out;
+        co_return true;
+      }
+      i += 2;
+    } else if (opt == "setname" && i + 1 < n) {
+      c.name = args[++i];
+    } else {
+      error(out, "ERR Syntax error in HELLO option '" + args[i] + "'");
+      co_return true;
+    }
+  }
+  if (!allowed(sh, c, Role::read, "hello", out)) co_return true;
+  if (n >= 2) c.proto = static_cast<int>(*to_int(args[1]));
+  hello_reply(sh, c, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_get(RespShared& sh, Conn& c, Args& args, std::string& out) {
+  co_await get(sh, c, args[1], out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_set(RespShared& sh, Conn& c, Args& args, std::string& out) {
+  co_await set(sh, c, args, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_mget(RespShared& sh, Conn& c, Args& args, std::string& out) {
+  co_await mget(sh, c, args, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_exists(RespShared& sh, Conn&, Args& args, std::string& out) {
+  co_await exists_or_del(sh, false, args, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_del(RespShared& sh, Conn&, Args& args, std::string& out) {
+  co_await exists_or_del(sh, true, args, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_ping(RespShared&, Conn&, Args& args, std::string& out) {
+  if (args.size() == 1) simple(out, "PONG");
+  else if (args.size() == 2) bulk(out, args[1]);
+  else wrong_args(out, "ping");
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_echo(RespShared&, Conn&, Args& args, std::string& out) {
+  bulk(out, args[1]);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_select(RespShared&, Conn&, Args& args, std::string& out) {
+  if (args[1] == "0") simple(out, "OK");
+  else error(out, "ERR DB index is out of range (kcache has database 0 only)");
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_client(RespShared&, Conn& c, Args& args, std::string& out) {
+  const std::size_t n = args.size();
+  const auto sub = n >= 2 ? lower(args[1]) : std::string();
+  if (sub == "setinfo" && n == 4) simple(out, "OK");
+  else if (sub == "setname" && n == 3) c.name = args[2], simple(out, "OK");
+  else if (sub == "getname" && n == 2) c.name.empty() ? null(out, c.proto) : bulk(out, c.name);
+  else if (sub == "id" && n == 2) integer(out, static_cast<long long>(c.id));
+  else error(out, "ERR unknown or unsupported CLIENT subcommand '" + (n >= 2 ? args[1] : std::string()) + "'");
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_info(RespShared& sh, Conn&, Args&, std::string& out) {
+  co_await info(sh, out);
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_command(RespShared&, Conn&, Args& args, std::string& out) {
+  const auto sub = args.size() >= 2 ? lower(args[1]) : std::string();
+  if (sub == "count") integer(out, 0);
+  else array_header(out, 0);  // COMMAND, COMMAND DOCS, COMMAND INFO: nothing to advertise
+  co_return true;
+}
+
+asio::awaitable<bool> cmd_config(RespShared&, Conn&, Args& args, std::string& out) {
+  if (args.size() >= 2 && lower(args[1]) == "get") array_header(out, 0);
+  else error(out, "ERR kcache supports CONFIG GET only (and answers it with nothing)");
+  co_return true;
+}
+
+// The commands (docs/protocol.md "RESP"). Roles: reads need read (Redis
+// answers NOAUTH to any command before AUTH), SET write, DEL admin (as
+// DELETE /v1/artifacts).
+constexpr CommandSpec k_commands[] = {
+    {"quit", -1, Role::none, cmd_quit},        {"auth", -2, Role::none, cmd_auth},
+    {"hello", -1, Role::none, cmd_hello},      {"get", 2, Role::read, cmd_get},
+    {"set", -3, Role::write, cmd_set},         {"mget", -2, Role::read, cmd_mget},
+    {"exists", -2, Role::read, cmd_exists},    {"del", -2, Role::admin, cmd_del},
+    {"ping", -1, Role::read, cmd_ping},        {"echo", 2, Role::read, cmd_echo},
+    {"select", 2, Role::read, cmd_select},     {"client", -1, Role::read, cmd_client},
+    {"info", -1, Role::read, cmd_info},        {"command", -1, Role::read, cmd_command},
+    {"config", -1, Role::read, cmd_config},
+};
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const CommandSpec& c : k_commands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 asio::awaitable<bool> execute(RespShared& sh, Conn& c, std::vector<std::string>& args, std::string& out) {
   if (args.empty()) co_return true;
-  const std::string cmd = lower(args[0]);
-  const std::size_t n = args.size();
-  if (cmd == "quit") {
-    simple(out, "OK");
-    co_return false;
-  }
-  if (cmd == "auth") {
-    if (n == 2 || n == 3) auth(sh, c, args[n - 1], out);
-    else wrong_args(out, cmd);
-    co_return true;
-  }
-  if (cmd == "hello") {
-    if (n >= 2) {
-      auto v = to_int(args[1]);
-      if (!v) {
-        error(out, "ERR Protocol version is not an integer or out of range");
-        co_return true;
-      }
-      if (*v != 2 && *v != 3) {
-        error(out, "NOPROTO unsupported protocol version");
-        co_return true;
-      }
-    }
-    for (std::size_t i = 2; i < n; ++i) {
-      const auto opt = lower(args[i]);
-      if (opt == "auth" && i + 2 < n) {
-        std::string auth_out;
-        auth(sh, c, args[i + 2], auth_out);
-        if (auth_out[0] == '-') {
-          out += auth_out;
-          co_return true;
-        }
-        i += 2;
-      } else if (opt == "setname" && i + 1 < n) {
-        c.name = args[++i];
-      } else {
-        error(out, "ERR Syntax error in HELLO option '" + args[i] + "'");
-        co_return true;
-      }
-    }
-    if (!allowed(sh, c, Role::read, cmd, out)) co_return true;
-    if (n >= 2) c.proto = static_cast<int>(*to_int(args[1]));
-    hello_reply(sh, c, out);
-    co_return true;
-  }
-  // Everything below needs at least the read role (Redis answers NOAUTH to
-  // any command before AUTH).
-  const Role needed = cmd == "set" ? Role::write : cmd == "del" ? Role::admin : Role::read;
-  if (!allowed(sh, c, needed, cmd, out)) co_return true;
-
-  if (cmd == "get") {
-    if (n != 2) wrong_args(out, cmd);
-    else co_await get(sh, c, args[1], out);
-  } else if (cmd == "set") {
-    if (n < 3) wrong_args(out, cmd);
-    else co_await set(sh, c, args, out);
-  } else if (cmd == "mget") {
-    if (n < 2) wrong_args(out, cmd);
-    else co_await mget(sh, c, args, out);
-  } else if (cmd == "exists" || cmd == "del") {
-    if (n < 2) wrong_args(out, cmd);
-    else co_await exists_or_del(sh, cmd == "del", args, out);
-  } else if (cmd == "ping") {
-    if (n == 1) simple(out, "PONG");
-    else if (n == 2) bulk(out, args[1]);
-    else wrong_args(out, cmd);
-  } else if (cmd == "echo") {
-    if (n != 2) wrong_args(out, cmd);
-    else bulk(out, args[1]);
-  } else if (cmd == "select") {
-    if (n != 2) wrong_args(out, cmd);
-    else if (args[1] == "0") simple(out, "OK");
-    else error(out, "ERR DB index is out of range (kcache has database 0 only)");
-  } else if (cmd == "client") {
-    const auto sub = n >= 2 ? lower(args[1]) : std::string();
-    if (sub == "setinfo" && n == 4) simple(out, "OK");
-    else if (sub == "setname" && n == 3) c.name = args[2], simple(out, "OK");
-    else if (sub == "getname" && n == 2) c.name.empty() ? null(out, c.proto) : bulk(out, c.name);
-    else if (sub == "id" && n == 2) integer(out, static_cast<long long>(c.id));
-    else error(out, "ERR unknown or unsupported CLIENT subcommand '" + (n >= 2 ? args[1] : std::string()) + "'");
-  } else if (cmd == "info") {
-    co_await info(sh, out);
-  } else if (cmd == "command") {
-    const auto sub = n >= 2 ? lower(args[1]) : std::string();
-    if (sub == "count") integer(out, 0);
-    else array_header(out, 0);  // COMMAND, COMMAND DOCS, COMMAND INFO: nothing to advertise
-  } else if (cmd == "config") {
-    if (n >= 2 && lower(args[1]) == "get") array_header(out, 0);
-    else error(out, "ERR kcache supports CONFIG GET only (and answers it with nothing)");
-  } else {
+  const std::string name = lower(args[0]);
+  const CommandSpec* cmd = find_command(name);
+  if (cmd == nullptr) {
+    // Unknown commands get the role check first, as Redis answers NOAUTH before anything else.
+    if (!allowed(sh, c, Role::read, name, out)) co_return true;
     std::string msg = "ERR unknown command '" + args[0] + "', with args beginning with: ";
-    for (std::size_t i = 1; i < n && i < 4; ++i) msg += "'" + args[i].substr(0, 64) + "' ";
+    for (std::size_t i = 1; i < args.size() && i < 4; ++i) msg += "'" + args[i].substr(0, 64) + "' ";
     error(out, msg);
+    co_return true;
   }
-  co_return true;
+  const auto n = static_cast<int>(args.size());
+  if (cmd->role != Role::none && !allowed(sh, c, cmd->role, name, out)) co_return true;
+  if (cmd->arity > 0 ? n != cmd->arity : n < -cmd->arity) {
+    wrong_args(out, name);
+    co_return true;
+  }
+  co_return co_await cmd->handler(sh, c, args, out);
 }
 
 }  // namespace kcache::server::resp
