@@ -28,15 +28,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// One option: its long name (also the config-file key), its environment
-// variable and the raw text it ended up with.
-struct Spec {
-  const char* name;
-  const char* env;
-  const char* help;
-  std::string value;
-};
-
 std::uint64_t to_u64(const std::string& name, const std::string& v, std::uint64_t max) {
   std::uint64_t out = 0;
   if (v.empty() || v.size() > 19) throw ConfigError("--" + name + ": not a number: '" + v + "'");
@@ -122,77 +113,192 @@ std::vector<std::pair<std::string, std::string>> load_config_file(const std::str
   return out;
 }
 
+namespace {
+
+using Kind = OptionSpec::Kind;
+
+std::uint32_t to_u32_at_least_1(const std::string& n, const std::string& v) {
+  auto x = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
+  if (x == 0) throw ConfigError("--" + n + ": at least 1");
+  return x;
+}
+
+std::vector<std::string> to_list(const std::string& v) {
+  std::vector<std::string> out;
+  std::stringstream list(v);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (!trim(item).empty()) out.push_back(trim(item));
+  }
+  return out;
+}
+
+void set_listen(ServerConfig& c, const std::string& n, const std::string& v) {
+  auto hp = parse_host_port(v);
+  if (!hp) throw ConfigError("--" + n + ": want HOST:PORT, got '" + v + "'");
+  c.listen_host = hp->first;
+  c.listen_port = hp->second;
+}
+
+void set_resp_listen(ServerConfig& c, const std::string& n, const std::string& v) {
+  auto hp = parse_host_port(v);
+  if (!hp) throw ConfigError("--" + n + ": want HOST:PORT, got '" + v + "'");
+  c.resp_listen_host = hp->first;
+  c.resp_listen_port = hp->second;
+  c.resp_enabled = true;
+}
+
+#define KC_SET(expr) [](ServerConfig& c, const std::string& n, const std::string& v) { (void)n; expr; }
+
+const std::vector<OptionSpec> k_options = {
+    {"listen", "KCACHE_LISTEN", "HOST:PORT to listen on (port 0: any free port)", "127.0.0.1:8420", Kind::value, set_listen},
+    {"storage", "KCACHE_STORAGE",
+     "memory:, disk:PATH, redis://[user:pass@]host:port/db or redis-cluster://[user:pass@]host:port,host:port/",
+     "disk:./kcache-data", Kind::value, KC_SET(c.storage = v)},
+    {"max-bytes", "KCACHE_MAX_BYTES", "storage byte budget, e.g. 20G (0: unlimited)", "0", Kind::value,
+     KC_SET(c.max_bytes = to_size(n, v))},
+    {"threads", "KCACHE_THREADS", "I/O threads (0: one per core)", "0", Kind::value,
+     KC_SET(c.threads = static_cast<unsigned>(to_u64(n, v, 1024)))},
+    {"storage-threads", "KCACHE_STORAGE_THREADS", "blocking storage pool threads (0: auto)", "0", Kind::value,
+     KC_SET(c.storage_threads = static_cast<unsigned>(to_u64(n, v, 1024)))},
+    {"lease-ttl-ms", "KCACHE_LEASE_TTL_MS", "lease time to live in ms (at least 100)", "60000", Kind::value,
+     KC_SET(c.lease_ttl_ms = to_u64(n, v, 24ull * 3600 * 1000);
+            if (c.lease_ttl_ms < 100) throw ConfigError("--lease-ttl-ms: at least 100"))},
+    {"max-body-bytes", "KCACHE_MAX_BODY_BYTES", "largest accepted upload", "2G", Kind::value,
+     KC_SET(c.max_body_bytes = to_size(n, v))},
+    {"max-header-bytes", "KCACHE_MAX_HEADER_BYTES", "largest request line + headers (1K to 1M)", "16K", Kind::value,
+     KC_SET(auto b = to_size(n, v);
+            if (b < 1024 || b > (1u << 20)) throw ConfigError("--max-header-bytes: between 1K and 1M");
+            c.max_header_bytes = static_cast<std::uint32_t>(b))},
+    {"max-connections", "KCACHE_MAX_CONNECTIONS", "connections served at once", "1024", Kind::value,
+     KC_SET(c.max_connections = to_u32_at_least_1(n, v))},
+    {"read-timeout-ms", "KCACHE_READ_TIMEOUT_MS", "deadline for request headers and idle keep-alive", "30000",
+     Kind::value, KC_SET(c.read_timeout_ms = to_u64(n, v, 3'600'000))},
+    {"write-timeout-ms", "KCACHE_WRITE_TIMEOUT_MS", "base deadline for a body or a response", "30000", Kind::value,
+     KC_SET(c.write_timeout_ms = to_u64(n, v, 3'600'000))},
+    {"min-transfer-rate", "KCACHE_MIN_TRANSFER_RATE", "bytes/s a body must at least move at", "1M", Kind::value,
+     KC_SET(c.min_transfer_rate = to_size(n, v);
+            if (c.min_transfer_rate == 0) throw ConfigError("--min-transfer-rate: at least 1"))},
+    {"max-wait-ms", "KCACHE_MAX_WAIT_MS", "largest ?wait_ms honoured", "600000", Kind::value,
+     KC_SET(c.max_wait_ms = to_u64(n, v, 3'600'000))},
+    {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM", "10000", Kind::value,
+     KC_SET(c.drain_timeout_ms = to_u64(n, v, 3'600'000))},
+    {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off", "info", Kind::value,
+     KC_SET(c.log_level = v)},
+    {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false", "true", Kind::value,
+     KC_SET(c.access_log = to_bool(n, v))},
+    {"hot-cache-bytes", "KCACHE_HOT_CACHE_BYTES", "memory for recently read artifacts (0: off; off with redis)", "256M",
+     Kind::value, KC_SET(c.hot_cache_bytes = to_size(n, v))},
+    {"tokens", "KCACHE_TOKENS", "file of `TOKEN ROLE` lines (roles: read, write, admin); enables bearer auth", "",
+     Kind::value, KC_SET(c.tokens_file = v)},
+    {"anonymous-read", "KCACHE_ANONYMOUS_READ", "with --tokens: requests without a token get the read role", "",
+     Kind::flag, KC_SET(c.anonymous_read = to_bool(n, v))},
+    {"insecure-allow-remote", "KCACHE_INSECURE_ALLOW_REMOTE", "allow a non-loopback --listen without authentication",
+     "", Kind::flag, KC_SET(c.insecure_allow_remote = to_bool(n, v))},
+    {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", "", Kind::value, KC_SET(c.tls_cert = v)},
+    {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", "", Kind::value, KC_SET(c.tls_key = v)},
+    {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", "",
+     Kind::value, KC_SET(c.tls_client_ca = v)},
+    {"trusted-keys", "KCACHE_TRUSTED_KEYS", "PEM files of trusted Ed25519 public keys (repeat, or comma-separate)", "",
+     Kind::list, KC_SET(for (auto& k : to_list(v)) c.trusted_keys.push_back(k))},
+    {"require-signed", "KCACHE_REQUIRE_SIGNED", "refuse uploads not signed by a --trusted-keys key", "", Kind::flag,
+     KC_SET(c.require_signed = to_bool(n, v))},
+    {"max-upload-bytes-in-flight", "KCACHE_MAX_UPLOAD_BYTES_IN_FLIGHT",
+     "request bodies held at once, all uploads together, in memory or spooled (0: 2 x max-body-bytes)", "0",
+     Kind::value, KC_SET(c.max_upload_bytes_in_flight = to_size(n, v))},
+    {"upload-spool-threshold", "KCACHE_UPLOAD_SPOOL_THRESHOLD",
+     "uploads larger than this are spooled to a temporary file as they arrive (0: all)", "1M", Kind::value,
+     KC_SET(c.upload_spool_threshold = to_size(n, v))},
+    {"upload-spool-dir", "KCACHE_UPLOAD_SPOOL_DIR",
+     "directory of the upload spool (unset: disk storage's tmp/, else $TMPDIR or /tmp)", "", Kind::value,
+     KC_SET(c.upload_spool_dir = v)},
+    {"resp-listen", "KCACHE_RESP_LISTEN", "HOST:PORT of the RESP (Redis protocol) endpoint; off when unset", "",
+     Kind::value, set_resp_listen},
+    {"resp-max-value-bytes", "KCACHE_RESP_MAX_VALUE_BYTES", "largest value a RESP SET accepts (at most 512M)", "512M",
+     Kind::value,
+     KC_SET(c.resp_max_value_bytes = to_size(n, v);
+            if (c.resp_max_value_bytes == 0 || c.resp_max_value_bytes > (512ull << 20)) {
+              throw ConfigError("--resp-max-value-bytes: between 1 and 512M (Redis's own limit)");
+            })},
+    {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget)", "256",
+     Kind::value, KC_SET(c.resp_max_connections = to_u32_at_least_1(n, v))},
+    {"resp-idle-timeout-ms", "KCACHE_RESP_IDLE_TIMEOUT_MS", "close a RESP connection idle this long (0: never)",
+     "300000", Kind::value, KC_SET(c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000))},
+    {"resp-auth-timeout-ms", "KCACHE_RESP_AUTH_TIMEOUT_MS",
+     "close a RESP connection that has not authenticated this long after it connected (0: never)", "10000",
+     Kind::value, KC_SET(c.resp_auth_timeout_ms = to_u64(n, v, 86'400'000))},
+    {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
+     "RESP single-flight: how long a GET miss holds a key for its compiler (0: off)", "60000", Kind::value,
+     KC_SET(c.resp_flight_window_ms = to_u64(n, v, 3'600'000))},
+    {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES", "RESP key prefixes with single-flight, comma-separated",
+     "pt2:fx-graph,triton:", Kind::value, KC_SET(c.resp_flight_prefixes = to_list(v))},
+    {"max-leases", "KCACHE_MAX_LEASES",
+     "live leases held at once (in this process, or shared in Redis with Redis storage), and RESP single-flight "
+     "windows (each)",
+     "100000", Kind::value,
+     KC_SET(c.max_leases = to_u64(n, v, 100'000'000);
+            if (c.max_leases == 0) throw ConfigError("--max-leases: at least 1"))},
+    {"resp-max-expiries", "KCACHE_RESP_MAX_EXPIRIES",
+     "RESP keys with an expiry remembered at once; a SET EX/PX past it is refused", "1000000", Kind::value,
+     KC_SET(c.resp_max_expiries = to_u64(n, v, 1'000'000'000))},
+};
+
+#undef KC_SET
+
+std::string help_of(const OptionSpec& o) {
+  std::string h = o.help;
+  if (*o.default_text) h += std::string(" [") + o.default_text + "]";
+  return h;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& server_options() { return k_options; }
+
+std::string options_markdown() {
+  std::string out = "| option | environment | default | what |\n| --- | --- | --- | --- |\n";
+  for (const auto& o : k_options) {
+    std::string name = std::string("`--") + o.name + (o.kind == Kind::flag ? "`" : " V`");
+    std::string help = o.help;
+    for (std::size_t i = 0; (i = help.find('|', i)) != std::string::npos; i += 2) help.replace(i, 1, "\\|");
+    out += "| " + name + " | `" + o.env + "` | " + (*o.default_text ? std::string("`") + o.default_text + "`" : "") +
+           " | " + help + " |\n";
+  }
+  out += "| `--config FILE` | `KCACHE_CONFIG` | | a file of `key=value` lines or one JSON object, keys named like the "
+         "options without the dashes |\n";
+  return out;
+}
+
 std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std::string* help_text) {
-  std::vector<Spec> specs = {
-      {"listen", "KCACHE_LISTEN", "HOST:PORT to listen on (port 0: any free port) [127.0.0.1:8420]", {}},
-      {"storage", "KCACHE_STORAGE", "memory:, disk:PATH, redis://[user:pass@]host:port/db or redis-cluster://[user:pass@]host:port,host:port/ [disk:./kcache-data]", {}},
-      {"max-bytes", "KCACHE_MAX_BYTES", "storage byte budget, e.g. 20G (0: unlimited) [0]", {}},
-      {"threads", "KCACHE_THREADS", "I/O threads (0: one per core) [0]", {}},
-      {"storage-threads", "KCACHE_STORAGE_THREADS", "blocking storage pool threads (0: auto) [0]", {}},
-      {"lease-ttl-ms", "KCACHE_LEASE_TTL_MS", "lease time to live in ms [60000]", {}},
-      {"max-body-bytes", "KCACHE_MAX_BODY_BYTES", "largest accepted upload [2G]", {}},
-      {"max-header-bytes", "KCACHE_MAX_HEADER_BYTES", "largest request line + headers [16K]", {}},
-      {"max-connections", "KCACHE_MAX_CONNECTIONS", "connections served at once [1024]", {}},
-      {"read-timeout-ms", "KCACHE_READ_TIMEOUT_MS", "deadline for request headers and idle keep-alive [30000]", {}},
-      {"write-timeout-ms", "KCACHE_WRITE_TIMEOUT_MS", "base deadline for a body or a response [30000]", {}},
-      {"min-transfer-rate", "KCACHE_MIN_TRANSFER_RATE", "bytes/s a body must at least move at [1M]", {}},
-      {"max-wait-ms", "KCACHE_MAX_WAIT_MS", "largest ?wait_ms honoured [600000]", {}},
-      {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM [10000]", {}},
-      {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off [info]", {}},
-      {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false [true]", {}},
-      {"hot-cache-bytes", "KCACHE_HOT_CACHE_BYTES", "memory for recently read artifacts (0: off; off with redis) [256M]", {}},
-      {"tokens", "KCACHE_TOKENS", "file of `TOKEN ROLE` lines (roles: read, write, admin); enables bearer auth", {}},
-      {"tls-cert", "KCACHE_TLS_CERT", "PEM certificate chain; serve HTTPS", {}},
-      {"tls-key", "KCACHE_TLS_KEY", "PEM private key of --tls-cert", {}},
-      {"tls-client-ca", "KCACHE_TLS_CLIENT_CA", "PEM CA bundle; require client certificates from it (mTLS)", {}},
-      {"max-upload-bytes-in-flight", "KCACHE_MAX_UPLOAD_BYTES_IN_FLIGHT",
-       "request bodies held at once, all uploads together, in memory or spooled (0: 2 x max-body-bytes) [0]", {}},
-      {"upload-spool-threshold", "KCACHE_UPLOAD_SPOOL_THRESHOLD",
-       "uploads larger than this are spooled to a temporary file as they arrive (0: all) [1M]", {}},
-      {"upload-spool-dir", "KCACHE_UPLOAD_SPOOL_DIR",
-       "directory of the upload spool [disk storage's tmp/, else $TMPDIR or /tmp]", {}},
-      {"resp-listen", "KCACHE_RESP_LISTEN", "HOST:PORT of the RESP (Redis protocol) endpoint; off when unset", {}},
-      {"resp-max-value-bytes", "KCACHE_RESP_MAX_VALUE_BYTES", "largest value a RESP SET accepts [512M]", {}},
-      {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget) [256]", {}},
-      {"resp-idle-timeout-ms", "KCACHE_RESP_IDLE_TIMEOUT_MS",
-       "close a RESP connection idle this long (0: never) [300000]", {}},
-      {"resp-auth-timeout-ms", "KCACHE_RESP_AUTH_TIMEOUT_MS",
-       "close a RESP connection that has not authenticated this long after it connected (0: never) [10000]", {}},
-      {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
-       "RESP single-flight: how long a GET miss holds a key for its compiler (0: off) [60000]", {}},
-      {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES",
-       "RESP key prefixes with single-flight, comma-separated [pt2:fx-graph,triton:]", {}},
-      {"max-leases", "KCACHE_MAX_LEASES",
-       "live leases held at once (in this process, or shared in Redis with Redis storage), and RESP "
-       "single-flight windows (each) [100000]", {}},
-      {"resp-max-expiries", "KCACHE_RESP_MAX_EXPIRIES",
-       "RESP keys with an expiry remembered at once; a SET EX/PX past it is refused [1000000]", {}},
+  // The text each option ended up with: the command line or the
+  // environment (CLI11), else the config file; empty: the default.
+  struct Given {
+    const OptionSpec* spec;
+    std::string value;
+    std::vector<std::string> items;  // Kind::list
+    bool flag = false;
   };
-  // Boolean switches: command line flag, environment, config-file key.
-  struct Flag {
-    const char* name;
-    const char* env;
-    const char* help;
-    bool value = false;
-  };
-  std::vector<Flag> flags = {
-      {"insecure-allow-remote", "KCACHE_INSECURE_ALLOW_REMOTE",
-       "allow a non-loopback --listen without authentication"},
-      {"anonymous-read", "KCACHE_ANONYMOUS_READ", "with --tokens: requests without a token get the read role"},
-      {"require-signed", "KCACHE_REQUIRE_SIGNED", "refuse uploads not signed by a --trusted-keys key"},
-  };
+  std::vector<Given> given;
+  given.reserve(k_options.size());
+  for (const auto& o : k_options) given.push_back({&o, {}, {}, false});
+
   CLI::App app{"kcache-server: the kcache compilation cache service"};
   app.option_defaults()->always_capture_default(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config_path;
   app.add_option("--config", config_path, "config file: key=value lines or a JSON object")
       ->envname("KCACHE_CONFIG");
-  for (auto& s : specs) app.add_option(std::string("--") + s.name, s.value, s.help)->envname(s.env);
-  for (auto& f : flags) app.add_flag(std::string("--") + f.name, f.value, f.help)->envname(f.env);
-  std::vector<std::string> trusted_keys;
-  app.add_option("--trusted-keys", trusted_keys, "PEM files of trusted Ed25519 public keys (repeat, or comma-separate)")
-      ->envname("KCACHE_TRUSTED_KEYS")
-      ->delimiter(',')
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  for (auto& g : given) {
+    const std::string flag = std::string("--") + g.spec->name;
+    switch (g.spec->kind) {
+      case Kind::value: app.add_option(flag, g.value, help_of(*g.spec))->envname(g.spec->env); break;
+      case Kind::flag: app.add_flag(flag, g.flag, help_of(*g.spec))->envname(g.spec->env); break;
+      case Kind::list:
+        app.add_option(flag, g.items, help_of(*g.spec))
+            ->envname(g.spec->env)
+            ->delimiter(',')
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+        break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -201,130 +307,31 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
   } catch (const CLI::ParseError& e) {
     throw ConfigError(e.what());
   }
+  for (auto& g : given) {
+    if (g.spec->kind == Kind::flag && g.flag) g.value = "true";
+    if (g.spec->kind == Kind::list) {
+      for (const auto& item : g.items) g.value += (g.value.empty() ? "" : ",") + item;
+    }
+  }
 
   if (!config_path.empty()) {
     for (const auto& [k, v] : load_config_file(config_path)) {
-      auto flag = std::find_if(flags.begin(), flags.end(), [&](const Flag& f) { return k == f.name; });
-      if (flag != flags.end()) {
-        if (!app.get_option(std::string("--") + flag->name)->count()) flag->value = to_bool(k, v);
+      auto it = std::find_if(given.begin(), given.end(), [&](const Given& g) { return k == g.spec->name; });
+      if (it == given.end()) throw ConfigError(config_path + ": unknown key '" + k + "'");
+      // The command line and the environment win; a flag from the file must
+      // still be a boolean.
+      if (it->spec->kind == Kind::flag) {
+        if (!app.get_option(std::string("--") + k)->count() && to_bool(k, v)) it->value = "true";
         continue;
       }
-      if (k == "trusted-keys") {
-        if (trusted_keys.empty()) {
-          std::stringstream list(v);
-          for (std::string item; std::getline(list, item, ',');) {
-            if (!trim(item).empty()) trusted_keys.push_back(trim(item));
-          }
-        }
-        continue;
-      }
-      auto it = std::find_if(specs.begin(), specs.end(), [&](const Spec& s) { return k == s.name; });
-      if (it == specs.end()) throw ConfigError(config_path + ": unknown key '" + k + "'");
-      if (it->value.empty()) it->value = v;  // command line and environment win
+      if (it->value.empty()) it->value = v;
     }
   }
 
   ServerConfig c;
-  for (const auto& s : specs) {
-    if (s.value.empty()) continue;
-    std::string n = s.name;
-    const std::string& v = s.value;
-    if (n == "listen") {
-      auto hp = parse_host_port(v);
-      if (!hp) throw ConfigError("--listen: want HOST:PORT, got '" + v + "'");
-      c.listen_host = hp->first;
-      c.listen_port = hp->second;
-    } else if (n == "storage") {
-      c.storage = v;
-    } else if (n == "max-bytes") {
-      c.max_bytes = to_size(n, v);
-    } else if (n == "threads") {
-      c.threads = static_cast<unsigned>(to_u64(n, v, 1024));
-    } else if (n == "storage-threads") {
-      c.storage_threads = static_cast<unsigned>(to_u64(n, v, 1024));
-    } else if (n == "lease-ttl-ms") {
-      c.lease_ttl_ms = to_u64(n, v, 24ull * 3600 * 1000);
-      if (c.lease_ttl_ms < 100) throw ConfigError("--lease-ttl-ms: at least 100");
-    } else if (n == "max-body-bytes") {
-      c.max_body_bytes = to_size(n, v);
-    } else if (n == "max-header-bytes") {
-      auto b = to_size(n, v);
-      if (b < 1024 || b > (1u << 20)) throw ConfigError("--max-header-bytes: between 1K and 1M");
-      c.max_header_bytes = static_cast<std::uint32_t>(b);
-    } else if (n == "max-connections") {
-      c.max_connections = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
-      if (c.max_connections == 0) throw ConfigError("--max-connections: at least 1");
-    } else if (n == "read-timeout-ms") {
-      c.read_timeout_ms = to_u64(n, v, 3'600'000);
-    } else if (n == "write-timeout-ms") {
-      c.write_timeout_ms = to_u64(n, v, 3'600'000);
-    } else if (n == "min-transfer-rate") {
-      c.min_transfer_rate = to_size(n, v);
-      if (c.min_transfer_rate == 0) throw ConfigError("--min-transfer-rate: at least 1");
-    } else if (n == "max-wait-ms") {
-      c.max_wait_ms = to_u64(n, v, 3'600'000);
-    } else if (n == "drain-timeout-ms") {
-      c.drain_timeout_ms = to_u64(n, v, 3'600'000);
-    } else if (n == "log-level") {
-      c.log_level = v;
-    } else if (n == "access-log") {
-      c.access_log = to_bool(n, v);
-    } else if (n == "hot-cache-bytes") {
-      c.hot_cache_bytes = to_size(n, v);
-    } else if (n == "tokens") {
-      c.tokens_file = v;
-    } else if (n == "tls-cert") {
-      c.tls_cert = v;
-    } else if (n == "tls-key") {
-      c.tls_key = v;
-    } else if (n == "tls-client-ca") {
-      c.tls_client_ca = v;
-    } else if (n == "resp-listen") {
-      auto hp = parse_host_port(v);
-      if (!hp) throw ConfigError("--resp-listen: want HOST:PORT, got '" + v + "'");
-      c.resp_listen_host = hp->first;
-      c.resp_listen_port = hp->second;
-      c.resp_enabled = true;
-    } else if (n == "resp-max-value-bytes") {
-      c.resp_max_value_bytes = to_size(n, v);
-      if (c.resp_max_value_bytes == 0 || c.resp_max_value_bytes > (512ull << 20)) {
-        throw ConfigError("--resp-max-value-bytes: between 1 and 512M (Redis's own limit)");
-      }
-    } else if (n == "max-upload-bytes-in-flight") {
-      c.max_upload_bytes_in_flight = to_size(n, v);
-    } else if (n == "upload-spool-threshold") {
-      c.upload_spool_threshold = to_size(n, v);
-    } else if (n == "upload-spool-dir") {
-      c.upload_spool_dir = v;
-    } else if (n == "resp-max-connections") {
-      c.resp_max_connections = static_cast<std::uint32_t>(to_u64(n, v, 1'000'000));
-      if (c.resp_max_connections == 0) throw ConfigError("--resp-max-connections: at least 1");
-    } else if (n == "resp-idle-timeout-ms") {
-      c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000);
-    } else if (n == "resp-auth-timeout-ms") {
-      c.resp_auth_timeout_ms = to_u64(n, v, 86'400'000);
-    } else if (n == "resp-flight-window-ms") {
-      c.resp_flight_window_ms = to_u64(n, v, 3'600'000);
-    } else if (n == "max-leases") {
-      c.max_leases = to_u64(n, v, 100'000'000);
-      if (c.max_leases == 0) throw ConfigError("--max-leases: at least 1");
-    } else if (n == "resp-max-expiries") {
-      c.resp_max_expiries = to_u64(n, v, 1'000'000'000);
-    } else if (n == "resp-flight-prefixes") {
-      c.resp_flight_prefixes.clear();
-      std::stringstream list(v);
-      for (std::string item; std::getline(list, item, ',');) {
-        if (!trim(item).empty()) c.resp_flight_prefixes.push_back(trim(item));
-      }
-    }
+  for (const auto& g : given) {
+    if (!g.value.empty()) g.spec->set(c, g.spec->name, g.value);
   }
-  for (const auto& f : flags) {
-    std::string n = f.name;
-    if (n == "insecure-allow-remote") c.insecure_allow_remote = f.value;
-    if (n == "anonymous-read") c.anonymous_read = f.value;
-    if (n == "require-signed") c.require_signed = f.value;
-  }
-  c.trusted_keys = trusted_keys;
   if (c.anonymous_read && c.tokens_file.empty()) throw ConfigError("--anonymous-read needs --tokens");
   if (c.require_signed && c.trusted_keys.empty()) throw ConfigError("--require-signed needs --trusted-keys");
   if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key go together");

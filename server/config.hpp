@@ -125,7 +125,29 @@ struct ServerConfig {
   // it such a SET is refused. Expired ones are removed (from storage too)
   // every second.
   std::uint64_t resp_max_expiries = 1'000'000;
+
+  bool operator==(const ServerConfig&) const = default;
 };
+
+// One option of kcache-server, declared once (server/config.cpp's table):
+// parsing, --help and docs/operations.md's option list (options_markdown(),
+// checked by server_config_test) all come from it. `default_text` is what
+// --help and the docs show; ServerConfig's member initialisers hold the
+// defaults, and server_config_test checks that each default_text, set,
+// changes nothing.
+struct OptionSpec {
+  enum class Kind { value, flag, list };  // flag: a switch (true/false in a file); list: repeatable, comma-separated
+  const char* name;  // long option without dashes; also the config-file key
+  const char* env;
+  const char* help;
+  const char* default_text;  // "" where the default is "unset"
+  Kind kind;
+  void (*set)(ServerConfig& c, const std::string& name, const std::string& value);  // throws ConfigError
+};
+
+const std::vector<OptionSpec>& server_options();
+// The option list as a Markdown table (docs/operations.md "Options").
+std::string options_markdown();
 
 // Parses argv, the environment and the optional config file. Throws
 // ConfigError with a readable message on bad input; `help_text` receives the

@@ -3,6 +3,7 @@
 // storage cannot be opened.
 #include <cstdio>
 #include <iostream>
+#include <string_view>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +15,11 @@
 int main(int argc, char** argv) {
   using namespace kcache;
   server::ServerConfig config;
+  // The option table as docs/operations.md lists it (scripts/options_doc.sh).
+  if (argc == 2 && std::string_view(argv[1]) == "--options-markdown") {
+    std::cout << server::options_markdown();
+    return 0;
+  }
   try {
     std::string help;
     auto parsed = server::parse_config(argc, argv, &help);
