@@ -155,19 +155,13 @@ Result<std::unique_ptr<ssl::context>> tls_context(const TlsFiles& files, const s
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
   error_code ec;
   ctx->set_verify_mode(ssl::verify_peer, ec);
-  if (!files.ca_file.empty()) ctx->load_verify_file(files.ca_file, ec);
-  else ctx->set_default_verify_paths(ec);
-  if (ec) return make_error(Errc::invalid_argument, "--cacert " + files.ca_file + ": " + ec.message());
+  if (auto s = load_tls_files(ctx->native_handle(), files, {"--cacert", "--cert", "--key"},
+                              /*system_ca_by_default=*/true);
+      !s) {
+    return s.error();
+  }
   ctx->set_verify_callback(ssl::host_name_verification(host), ec);
-  if (files.cert_file.empty() != files.key_file.empty()) {
-    return make_error(Errc::invalid_argument, "--cert and --key go together (mTLS)");
-  }
-  if (!files.cert_file.empty()) {
-    ctx->use_certificate_chain_file(files.cert_file, ec);
-    if (ec) return make_error(Errc::invalid_argument, "--cert " + files.cert_file + ": " + ec.message());
-    ctx->use_private_key_file(files.key_file, ssl::context::pem, ec);
-    if (ec) return make_error(Errc::invalid_argument, "--key " + files.key_file + ": " + ec.message());
-  }
+  if (ec) return make_error(Errc::internal, "TLS host name check: " + ec.message());
   return ctx;
 }
 

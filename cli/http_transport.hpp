@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "common/tls_files.hpp"
 
 namespace kcache::cli {
 
@@ -48,13 +49,10 @@ struct HttpReply {
   std::string header(const std::string& lower_name) const;
 };
 
-// PEM files, as the client library takes them (KCACHE_CA_FILE,
-// KCACHE_CLIENT_CERT, KCACHE_CLIENT_KEY); empty: not used.
-struct TlsFiles {
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
-};
+// PEM files, as the client library takes them (common/tls_files.hpp;
+// --cacert, --cert, --key or KCACHE_CA_FILE, KCACHE_CLIENT_CERT,
+// KCACHE_CLIENT_KEY); ca_file empty: the system store.
+using kcache::TlsFiles;
 
 class HttpTransport {
  public:

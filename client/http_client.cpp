@@ -304,37 +304,13 @@ void install_fork_handlers() {
 Result<SSL_CTX*> make_tls_context(const TlsFiles& tls) {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return make_error(Errc::internal, "SSL_CTX_new failed");
-  auto fail = [&](const std::string& what) -> Error {
-    unsigned long e = ERR_get_error();
-    ERR_clear_error();
-    char buf[256] = {};
-    if (e != 0) ERR_error_string_n(e, buf, sizeof buf);
-    SSL_CTX_free(ctx);
-    return make_error(Errc::invalid_argument,
-                      what + (e != 0 ? std::string(": ") + buf : std::string()));
-  };
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  if (!tls.ca_file.empty()) {
-    if (SSL_CTX_load_verify_locations(ctx, tls.ca_file.c_str(), nullptr) != 1) {
-      return fail("cannot load CA file " + tls.ca_file);
-    }
-  } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-    return fail("cannot load the system CA store");
-  }
-  if (tls.cert_file.empty() != tls.key_file.empty()) {
+  if (auto s = load_tls_files(ctx, tls, {"KCACHE_CA_FILE", "KCACHE_CLIENT_CERT", "KCACHE_CLIENT_KEY"},
+                              /*system_ca_by_default=*/true);
+      !s) {
     SSL_CTX_free(ctx);
-    return make_error(Errc::invalid_argument, "client certificate and key must be set together");
-  }
-  if (!tls.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
-      return fail("cannot load client certificate " + tls.cert_file);
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return fail("cannot load client key " + tls.key_file);  // the path only, never the key
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1)
-      return fail("client key does not match the certificate");
+    return s.error();
   }
   return ctx;
 }

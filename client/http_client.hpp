@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "common/tls_files.hpp"
 
 namespace kcache::client {
 
@@ -43,11 +44,8 @@ struct Url {
   std::string host_header() const;
 };
 
-struct TlsFiles {
-  std::string ca_file;  // empty: system default store
-  std::string cert_file;
-  std::string key_file;
-};
+// ca_file empty: the system store (common/tls_files.hpp).
+using kcache::TlsFiles;
 
 struct Timeouts {
   int connect_ms = 2000;

@@ -143,7 +143,7 @@ struct Server::Impl {
       hot = std::make_unique<HotTier>(budget, std::min<std::uint64_t>(16ull << 20, budget / 8));
     }
     if (!config.tls_cert.empty()) {
-      tls = startup(TlsContexts::load({config.tls_cert, config.tls_key, config.tls_client_ca}));
+      tls = startup(TlsContexts::load({config.tls_client_ca, config.tls_cert, config.tls_key}));
     }
     authorizer = startup(make_authorizer(
         {config.tokens_file, config.anonymous_read, config.insecure_allow_remote, tls && tls->requires_client_certs()}));

@@ -39,20 +39,14 @@ Result<std::shared_ptr<ssl::context>> TlsContexts::build(const TlsFiles& files) 
   // reload; full handshakes keep "new connections use the new context" exact.
   SSL_CTX_set_options(native, SSL_OP_NO_TICKET);
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-  ERR_clear_error();
-  ctx->use_certificate_chain_file(files.cert, ec);
-  if (ec) return make_error(Errc::invalid_argument, "--tls-cert " + files.cert + ": " + reason(ec));
-  ctx->use_private_key_file(files.key, ssl::context::pem, ec);
-  if (ec) return make_error(Errc::invalid_argument, "--tls-key " + files.key + ": " + reason(ec));
-  if (SSL_CTX_check_private_key(native) != 1) {
-    ERR_clear_error();
-    return make_error(Errc::invalid_argument, "--tls-key " + files.key + " does not match --tls-cert " + files.cert);
+  if (auto s = load_tls_files(native, files, {"--tls-client-ca", "--tls-cert", "--tls-key"},
+                              /*system_ca_by_default=*/false);
+      !s) {
+    return s.error();
   }
-  if (!files.client_ca.empty()) {
-    ctx->load_verify_file(files.client_ca, ec);
-    if (ec) return make_error(Errc::invalid_argument, "--tls-client-ca " + files.client_ca + ": " + reason(ec));
+  if (!files.ca_file.empty()) {
     // Tell clients which CAs we accept (certificate_authorities).
-    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.client_ca.c_str())) {
+    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.ca_file.c_str())) {
       SSL_CTX_set_client_CA_list(native, names);
     }
     ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "common/result.hpp"
+#include "common/tls_files.hpp"
 
 namespace boost::asio::ssl {
 class context;
@@ -26,11 +27,10 @@ class context;
 
 namespace kcache::server {
 
-struct TlsFiles {
-  std::string cert;       // PEM chain, leaf first
-  std::string key;        // PEM private key
-  std::string client_ca;  // PEM CA bundle; empty: no client certificates
-};
+// The server's files (common/tls_files.hpp): cert_file and key_file, the
+// chain (leaf first) and its key, both required; ca_file, the bundle client
+// certificates must chain to (empty: no client certificates).
+using kcache::TlsFiles;
 
 class TlsContexts {
  public:
@@ -42,7 +42,7 @@ class TlsContexts {
   // Rebuilds the context from the same paths; on failure the current one
   // stays in force.
   Status reload();
-  bool requires_client_certs() const { return !files_.client_ca.empty(); }
+  bool requires_client_certs() const { return !files_.ca_file.empty(); }
 
  private:
   explicit TlsContexts(TlsFiles files) : files_(std::move(files)) {}
