@@ -81,42 +81,7 @@ std::int64_t now_unix_ms() {
 
 std::optional<std::uint64_t> parse_size(const std::string& text) { return parse_byte_size(text); }
 
-std::optional<double> parse_duration(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  double total = 0;
-  std::size_t i = 0;
-  bool any = false;
-  while (i < text.size()) {
-    std::size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    std::string num = text.substr(start, i - start);
-    if (num.empty() || num == "." || std::count(num.begin(), num.end(), '.') > 1)
-      return std::nullopt;
-    double v = std::stod(num);
-    std::string unit;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) unit += text[i++];
-    double scale = 0;
-    if (unit.empty() || unit == "s")
-      scale = 1;
-    else if (unit == "ms")
-      scale = 0.001;
-    else if (unit == "m" || unit == "min")
-      scale = 60;
-    else if (unit == "h")
-      scale = 3600;
-    else if (unit == "d")
-      scale = 86400;
-    else if (unit == "w")
-      scale = 7 * 86400;
-    else
-      return std::nullopt;
-    if (unit.empty() && any) return std::nullopt;  // "3h12" is ambiguous
-    total += v * scale;
-    any = true;
-  }
-  return total;
-}
+std::optional<double> parse_duration(const std::string& text) { return parse_duration_seconds(text, 1.0); }
 
 std::string one_line(const std::string& text, std::size_t width) {
   std::string out;

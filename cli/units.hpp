@@ -30,7 +30,8 @@ std::int64_t now_unix_ms();
 // "4096" (bytes); the server and the client accept the same spellings.
 std::optional<std::uint64_t> parse_size(const std::string& text);
 
-// "7d", "12h", "3h12m", "90s", "2w", "45" (seconds); nullopt if bad.
+// kcache::parse_duration_seconds (common/units.hpp) with bare numbers in
+// seconds: "7d", "12h", "3h12m", "90s", "2w", "45"; nullopt if bad.
 std::optional<double> parse_duration(const std::string& text);
 
 // At most `width` characters of `text` on one line (newlines shown as ⏎),

@@ -28,10 +28,11 @@ Result<bool> parse_bool(const std::string& name, const std::string& v) {
   return make_error(Errc::invalid_argument, name + " must be 0/1/true/false, not '" + v + "'");
 }
 
+// A duration (common/units.hpp): "1500", "1.5s", "2m"; bare numbers are ms.
 Result<int> parse_ms(const std::string& name, const std::string& v) {
-  auto n = parse_size(v);
-  if (!n.ok() || *n > 86400000ull) {
-    return make_error(Errc::invalid_argument, name + " must be milliseconds, not '" + v + "'");
+  auto n = parse_duration_ms(trim(v));
+  if (!n || *n > 86400000ull) {
+    return make_error(Errc::invalid_argument, name + " must be a duration (1500, 1.5s, 2m), not '" + v + "'");
   }
   return static_cast<int>(*n);
 }

@@ -1,7 +1,9 @@
 #include "common/units.hpp"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -54,6 +56,43 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   if (!(bytes >= 0) || bytes >= 18446744073709551616.0) return std::nullopt;  // 2^64
   if (bytes >= 9007199254740992.0) return static_cast<std::uint64_t>(bytes);  // 2^53 up: whole already
   return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+std::optional<double> parse_duration_seconds(std::string_view text, double bare_unit_seconds) {
+  if (text.empty()) return std::nullopt;
+  double total = 0;
+  std::size_t i = 0, parts = 0;
+  bool bare = false;
+  while (i < text.size()) {
+    const std::size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    const std::string num(text.substr(start, i - start));
+    if (num.empty() || num == "." || std::count(num.begin(), num.end(), '.') > 1 || num.size() > 30) {
+      return std::nullopt;
+    }
+    std::string unit;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) unit += text[i++];
+    double scale = 0;
+    if (unit.empty()) scale = bare_unit_seconds, bare = true;
+    else if (unit == "ms") scale = 0.001;
+    else if (unit == "s") scale = 1;
+    else if (unit == "m" || unit == "min") scale = 60;
+    else if (unit == "h") scale = 3600;
+    else if (unit == "d") scale = 86400;
+    else if (unit == "w") scale = 7 * 86400;
+    else return std::nullopt;
+    total += std::strtod(num.c_str(), nullptr) * scale;
+    ++parts;
+  }
+  if (bare && parts > 1) return std::nullopt;  // "3h12" is ambiguous
+  if (!(total >= 0) || total > 100.0 * 365 * 86400) return std::nullopt;
+  return total;
+}
+
+std::optional<std::uint64_t> parse_duration_ms(std::string_view text) {
+  auto s = parse_duration_seconds(text, 0.001);
+  if (!s) return std::nullopt;
+  return static_cast<std::uint64_t>(std::llround(*s * 1000));
 }
 
 }  // namespace kcache

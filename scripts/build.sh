@@ -3,6 +3,7 @@
 # kcache into .venv. Incremental: ccache and Ninja keep rebuilds cheap.
 #   BUILD_DIR   build directory (default build/dev)
 #   SANITIZE=1  AddressSanitizer + UBSan build (tests only, no Python)
+#   SANITIZE=thread  ThreadSanitizer build (tests only, no Python)
 #   TORCH_PYTHON  the venv python whose torch the libtorch example links
 #               (default .venv; bench/compat builds one per torch release)
 #   TARGETS     ninja targets to build (default: all); with TARGETS the
@@ -22,6 +23,8 @@ export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON)
 if [[ ${SANITIZE:-0} == 1 ]]; then
   args+=(-DKCACHE_SANITIZE=ON -DKCACHE_BUILD_PYTHON=OFF)
+elif [[ ${SANITIZE:-0} == thread ]]; then
+  args+=(-DKCACHE_TSAN=ON -DKCACHE_BUILD_PYTHON=OFF)
 else
   # The libtorch example (examples/cpp_regions) links the libtorch inside
   # the pinned torch wheel.
@@ -36,7 +39,7 @@ cmake "${args[@]}" >/dev/null
 # shellcheck disable=SC2086  # TARGETS is a list of target names
 ninja -C "$build" -j"$jobs" ${TARGETS:-}
 
-if [[ ${SANITIZE:-0} != 1 && -z ${TARGETS:-} ]]; then
+if [[ ${SANITIZE:-0} == 0 && -z ${TARGETS:-} ]]; then
   # The real packaging path (scikit-build-core), not a copied .so.
   "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
 fi

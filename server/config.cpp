@@ -45,6 +45,14 @@ std::uint64_t to_size(const std::string& name, const std::string& v) {
   return *s;
 }
 
+// A duration (common/units.hpp): "30000", "30s", "5m"; bare numbers are ms.
+std::uint64_t to_ms(const std::string& name, const std::string& v, std::uint64_t max) {
+  auto ms = parse_duration_ms(v);
+  if (!ms) throw ConfigError("--" + name + ": not a duration (want e.g. 30000, 30s, 5m): '" + v + "'");
+  if (*ms > max) throw ConfigError("--" + name + ": out of range: " + v);
+  return *ms;
+}
+
 bool to_bool(const std::string& name, const std::string& v) {
   auto l = lower(trim(v));
   if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
@@ -161,7 +169,7 @@ const std::vector<OptionSpec> k_options = {
     {"storage-threads", "KCACHE_STORAGE_THREADS", "blocking storage pool threads (0: auto)", "0", Kind::value,
      KC_SET(c.storage_threads = static_cast<unsigned>(to_u64(n, v, 1024)))},
     {"lease-ttl-ms", "KCACHE_LEASE_TTL_MS", "lease time to live in ms (at least 100)", "60000", Kind::value,
-     KC_SET(c.lease_ttl_ms = to_u64(n, v, 24ull * 3600 * 1000);
+     KC_SET(c.lease_ttl_ms = to_ms(n, v, 24ull * 3600 * 1000);
             if (c.lease_ttl_ms < 100) throw ConfigError("--lease-ttl-ms: at least 100"))},
     {"max-body-bytes", "KCACHE_MAX_BODY_BYTES", "largest accepted upload", "2G", Kind::value,
      KC_SET(c.max_body_bytes = to_size(n, v))},
@@ -172,16 +180,16 @@ const std::vector<OptionSpec> k_options = {
     {"max-connections", "KCACHE_MAX_CONNECTIONS", "connections served at once", "1024", Kind::value,
      KC_SET(c.max_connections = to_u32_at_least_1(n, v))},
     {"read-timeout-ms", "KCACHE_READ_TIMEOUT_MS", "deadline for request headers and idle keep-alive", "30000",
-     Kind::value, KC_SET(c.read_timeout_ms = to_u64(n, v, 3'600'000))},
+     Kind::value, KC_SET(c.read_timeout_ms = to_ms(n, v, 3'600'000))},
     {"write-timeout-ms", "KCACHE_WRITE_TIMEOUT_MS", "base deadline for a body or a response", "30000", Kind::value,
-     KC_SET(c.write_timeout_ms = to_u64(n, v, 3'600'000))},
+     KC_SET(c.write_timeout_ms = to_ms(n, v, 3'600'000))},
     {"min-transfer-rate", "KCACHE_MIN_TRANSFER_RATE", "bytes/s a body must at least move at", "1M", Kind::value,
      KC_SET(c.min_transfer_rate = to_size(n, v);
             if (c.min_transfer_rate == 0) throw ConfigError("--min-transfer-rate: at least 1"))},
     {"max-wait-ms", "KCACHE_MAX_WAIT_MS", "largest ?wait_ms honoured", "600000", Kind::value,
-     KC_SET(c.max_wait_ms = to_u64(n, v, 3'600'000))},
+     KC_SET(c.max_wait_ms = to_ms(n, v, 3'600'000))},
     {"drain-timeout-ms", "KCACHE_DRAIN_TIMEOUT_MS", "grace for in-flight requests on SIGTERM", "10000", Kind::value,
-     KC_SET(c.drain_timeout_ms = to_u64(n, v, 3'600'000))},
+     KC_SET(c.drain_timeout_ms = to_ms(n, v, 3'600'000))},
     {"log-level", "KCACHE_LOG_LEVEL", "trace, debug, info, warn, error, off", "info", Kind::value,
      KC_SET(c.log_level = v)},
     {"access-log", "KCACHE_ACCESS_LOG", "one log line per request: true/false", "true", Kind::value,
@@ -222,13 +230,13 @@ const std::vector<OptionSpec> k_options = {
     {"resp-max-connections", "KCACHE_RESP_MAX_CONNECTIONS", "RESP connections open at once (its own budget)", "256",
      Kind::value, KC_SET(c.resp_max_connections = to_u32_at_least_1(n, v))},
     {"resp-idle-timeout-ms", "KCACHE_RESP_IDLE_TIMEOUT_MS", "close a RESP connection idle this long (0: never)",
-     "300000", Kind::value, KC_SET(c.resp_idle_timeout_ms = to_u64(n, v, 86'400'000))},
+     "300000", Kind::value, KC_SET(c.resp_idle_timeout_ms = to_ms(n, v, 86'400'000))},
     {"resp-auth-timeout-ms", "KCACHE_RESP_AUTH_TIMEOUT_MS",
      "close a RESP connection that has not authenticated this long after it connected (0: never)", "10000",
-     Kind::value, KC_SET(c.resp_auth_timeout_ms = to_u64(n, v, 86'400'000))},
+     Kind::value, KC_SET(c.resp_auth_timeout_ms = to_ms(n, v, 86'400'000))},
     {"resp-flight-window-ms", "KCACHE_RESP_FLIGHT_WINDOW_MS",
      "RESP single-flight: how long a GET miss holds a key for its compiler (0: off)", "60000", Kind::value,
-     KC_SET(c.resp_flight_window_ms = to_u64(n, v, 3'600'000))},
+     KC_SET(c.resp_flight_window_ms = to_ms(n, v, 3'600'000))},
     {"resp-flight-prefixes", "KCACHE_RESP_FLIGHT_PREFIXES", "RESP key prefixes with single-flight, comma-separated",
      "pt2:fx-graph,triton:", Kind::value, KC_SET(c.resp_flight_prefixes = to_list(v))},
     {"max-leases", "KCACHE_MAX_LEASES",

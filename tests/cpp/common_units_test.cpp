@@ -76,5 +76,48 @@ TEST(ByteSize, TheServerAndTheClientAcceptTheSameSpellings) {
   EXPECT_NE(bad.error().message.find("bad size 'lots'"), std::string::npos) << bad.error().message;
 }
 
+// Durations (common/units.hpp): bare numbers in the caller's unit, parts
+// added up, anything else refused.
+const std::vector<std::pair<std::string, std::optional<std::uint64_t>>>& durations_ms() {
+  static const std::vector<std::pair<std::string, std::optional<std::uint64_t>>> table = {
+      {"0", 0},         {"1500", 1500},      {"250ms", 250},   {"1.5s", 1500},  {"90s", 90'000},
+      {"2m", 120'000},  {"2min", 120'000},   {"1h", 3'600'000}, {"3h12m", 11'520'000},
+      {"1d", 86'400'000}, {"1w", 604'800'000}, {"1m30s", 90'000}, {"", std::nullopt},
+      {"soon", std::nullopt}, {"3h12", std::nullopt}, {"1.2.3s", std::nullopt}, {"-5s", std::nullopt},
+      {"5 s", std::nullopt}, {"10y", std::nullopt}, {"999999999w", std::nullopt}, {".", std::nullopt},
+  };
+  return table;
+}
+
+TEST(Duration, TheGrammar) {
+  for (const auto& [text, want] : durations_ms()) EXPECT_EQ(parse_duration_ms(text), want) << "'" << text << "'";
+  EXPECT_EQ(parse_duration_seconds("45", 1.0), 45.0);  // the CLI's bare unit
+  EXPECT_EQ(parse_duration_seconds("45", 0.001), 0.045);
+}
+
+// The server's *-ms options and the client's KCACHE_*_MS variables take
+// the same spellings (within their ranges).
+TEST(Duration, TheServerAndTheClientAcceptTheSameSpellings) {
+  for (const auto& [text, want] : durations_ms()) {
+    if (want && *want > 3'600'000) continue;  // past --read-timeout-ms's range
+    if (text.empty()) continue;  // empty is "unset" there: the default
+    std::vector<std::string> args = {"kcache-server", "--read-timeout-ms", text};
+    std::vector<const char*> argv;
+    for (auto& a : args) argv.push_back(a.c_str());
+    std::optional<std::uint64_t> server;
+    try {
+      server = server::parse_config(3, argv.data(), nullptr)->read_timeout_ms;
+    } catch (const server::ConfigError&) {
+    }
+    // 0 is refused by the server as a timeout, not as a spelling.
+    if (want != std::optional<std::uint64_t>(0)) EXPECT_EQ(server, want) << "server: '" << text << "'";
+    auto client = ClientConfig::from_env([&](const char* name) -> const char* {
+      return std::string(name) == "KCACHE_REQUEST_TIMEOUT_MS" ? text.c_str() : nullptr;
+    });
+    EXPECT_EQ(client.ok(), want.has_value()) << "client: '" << text << "'";
+    if (client.ok() && want) EXPECT_EQ(static_cast<std::uint64_t>(client->request_timeout_ms), *want) << text;
+  }
+}
+
 }  // namespace
 }  // namespace kcache
