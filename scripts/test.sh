@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds, then runs the C++
-# tests (plain and under ASan+UBSan), docs/protocol.md's examples against a
+# The whole test suite: installs what it needs, checks the layering, builds,
+# then runs the C++ tests (plain and under ASan+UBSan), the threaded parts
+# under ThreadSanitizer, docs/protocol.md's examples against a
 # real server, the bundle-reader, RESP-parser and HTTP front-door fuzzers for a bounded time
 # each, the client wheel in a clean root (tests/shell/wheel_clean_root.sh), and pytest
 # (real redis-server, real kcache-server, real torch.compile).
@@ -42,6 +43,9 @@ stage doc-examples tests/shell/curl_test.sh build/dev/server/kcache-server  # do
 if [[ ${QUICK:-0} != 1 ]]; then
   stage asan-build env SANITIZE=1 BUILD_DIR=build/asan scripts/build.sh
   stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2 --output-junit "$root/build/junit-asan.xml"
+  # kcache-server's strands, pool and atomics under ThreadSanitizer (clang),
+  # with a positive control (tests/shell/tsan.sh).
+  stage tsan tests/shell/tsan.sh
   stage fuzz fuzz/run.sh "${FUZZ_SECONDS:-60}"
   # The client wheel (scripts/wheel.sh) installed in a clean Debian root
   # without compiler or -dev packages, and a warm start through it.

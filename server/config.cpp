@@ -323,7 +323,9 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
   }
 
   if (!config_path.empty()) {
-    for (const auto& [k, v] : load_config_file(config_path)) {
+    for (const auto& entry : load_config_file(config_path)) {
+      const std::string& k = entry.first;  // not a structured binding: clang 14 cannot capture one
+      const std::string& v = entry.second;
       auto it = std::find_if(given.begin(), given.end(), [&](const Given& g) { return k == g.spec->name; });
       if (it == given.end()) throw ConfigError(config_path + ": unknown key '" + k + "'");
       // The command line and the environment win; a flag from the file must

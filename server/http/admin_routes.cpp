@@ -353,7 +353,9 @@ std::variant<storage::EvictPolicy, Response> parse_policy(const std::vector<std:
   if (!j.is_object()) return error_response(400, "bad_json", "the policy must be a JSON object");
   storage::EvictPolicy p;
   bool any = false;
-  for (const auto& [k, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();  // not a structured binding: clang 14 cannot capture one
+    const json& v = item.value();
     auto want_string = [&](std::string& out) -> bool {
       if (!v.is_string()) return false;
       out = v.get<std::string>();
