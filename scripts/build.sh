@@ -20,7 +20,7 @@ py=${TORCH_PYTHON:-$root/.venv/bin/python}
 # the objects an earlier checkout built.
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
-args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON)
+args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON -DKCACHE_WERROR=ON)
 if [[ ${SANITIZE:-0} == 1 ]]; then
   args+=(-DKCACHE_SANITIZE=ON -DKCACHE_BUILD_PYTHON=OFF)
 elif [[ ${SANITIZE:-0} == thread ]]; then

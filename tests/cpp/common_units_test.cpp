@@ -69,7 +69,9 @@ TEST(ByteSize, TheServerAndTheClientAcceptTheSameSpellings) {
     EXPECT_EQ(server::parse_size(text), want) << "server: '" << text << "'";
     auto client = parse_size(text);
     EXPECT_EQ(client.ok(), want.has_value()) << "client: '" << text << "'";
-    if (client.ok() && want) EXPECT_EQ(*client, *want) << "client: '" << text << "'";
+    if (client.ok() && want) {
+      EXPECT_EQ(*client, *want) << "client: '" << text << "'";
+    }
   }
   auto bad = parse_size("lots");
   ASSERT_FALSE(bad.ok());
@@ -110,12 +112,16 @@ TEST(Duration, TheServerAndTheClientAcceptTheSameSpellings) {
     } catch (const server::ConfigError&) {
     }
     // 0 is refused by the server as a timeout, not as a spelling.
-    if (want != std::optional<std::uint64_t>(0)) EXPECT_EQ(server, want) << "server: '" << text << "'";
+    if (want != std::optional<std::uint64_t>(0)) {
+      EXPECT_EQ(server, want) << "server: '" << text << "'";
+    }
     auto client = ClientConfig::from_env([&](const char* name) -> const char* {
       return std::string(name) == "KCACHE_REQUEST_TIMEOUT_MS" ? text.c_str() : nullptr;
     });
     EXPECT_EQ(client.ok(), want.has_value()) << "client: '" << text << "'";
-    if (client.ok() && want) EXPECT_EQ(static_cast<std::uint64_t>(client->request_timeout_ms), *want) << text;
+    if (client.ok() && want) {
+      EXPECT_EQ(static_cast<std::uint64_t>(client->request_timeout_ms), *want) << text;
+    }
   }
 }
 
