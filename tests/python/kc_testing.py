@@ -13,6 +13,8 @@ import urllib.request
 
 import pytest
 
+import harness.server
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # tests/models is importable as `models` (the model zoo).
 sys.path.insert(0, str(REPO / "tests"))
@@ -177,45 +179,9 @@ def session_cxx_wrapper(shared: pathlib.Path) -> pathlib.Path:
 PYTHON = sys.executable
 
 
-class ServerProcess:
-    """A real kcache-server on a random loopback port (for compile-path tests)."""
+class ServerProcess(harness.server.ServerProcess):
+    """A real kcache-server on a random loopback port (harness/server.py) for
+    compile-path tests: disk storage under tmp/server-data by default."""
 
     def __init__(self, tmp: pathlib.Path, storage: str | None = None, *args: str) -> None:
-        binary = pathlib.Path(os.environ.get("KCACHE_SERVER_BIN", REPO / "build/dev/server/kcache-server"))
-        self.log_path = tmp / "kcache-server.log"
-        self.log = open(self.log_path, "wb")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-        self.proc = subprocess.Popen(
-            [str(binary), "--listen", "127.0.0.1:0", "--storage", storage or f"disk:{tmp / 'server-data'}",
-             *args], stdout=subprocess.PIPE, stderr=self.log, env=env)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
-            self.proc.kill()
-            raise RuntimeError(f"kcache-server did not start: {line!r} {self.log_path.read_text()}")
-        self.url = "http://" + line.split()[-1]
-        self.resp_port = None
-        if "--resp-listen" in args:
-            line = self.proc.stdout.readline().decode()
-            if not line.startswith("resp listening on "):
-                self.proc.kill()
-                raise RuntimeError(f"no RESP endpoint announced: {line!r} {self.log_path.read_text()}")
-            self.resp_port = int(line.split()[-1].rsplit(":", 1)[1])
-
-    def metrics(self) -> dict[str, float]:
-        """Prometheus samples without labels, summed over label sets."""
-        text = urllib.request.urlopen(self.url + "/metrics", timeout=10).read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                base = name.split("{", 1)[0]
-                out[base] = out.get(base, 0.0) + float(value)
-        return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+        super().__init__(tmp, storage or f"disk:{tmp / 'server-data'}", list(args), log_name="kcache-server.log")

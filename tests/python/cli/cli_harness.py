@@ -27,7 +27,10 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 from kcache import _core  # noqa: E402
 
 CLI_BIN = pathlib.Path(os.environ.get("KCACHE_CLI_BIN", REPO / "build/dev/cli/kcache"))
-SERVER_BIN = pathlib.Path(os.environ.get("KCACHE_SERVER_BIN", REPO / "build/dev/server/kcache-server"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/python: the harness package
+from harness.server import ServerProcess, server_bin  # noqa: E402
+
+SERVER_BIN = server_bin()
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
@@ -79,43 +82,22 @@ def make_artifact(label: str = "GPT2Block/cpu:avx512/f32/default/train", compile
     return Artifact(key, label, _core.write_bundle(*args), explanation, compile_seconds)
 
 
-class Server:
-    """One kcache-server on a random loopback port with disk storage under `data`."""
+class Server(ServerProcess):
+    """One kcache-server (harness/server.py) with disk storage under `data`."""
 
     def __init__(self, tmp: pathlib.Path, storage: str | None = None, args: list[str] | None = None,
                  tls: "ssl.SSLContext | None" = None):
-        self.tls = tls  # a client context when the server speaks HTTPS
         self.data = tmp / "data"
-        self.log_path = tmp / "server.log"
-        cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage or f"disk:{self.data}",
-               "--drain-timeout-ms", "2000",
-               # Exact per-entry hit counts: the hot tier reads through
-               # storage at most once a second (docs/protocol.md), so with it
-               # on, three quick GETs count as one storage hit.
-               "--hot-cache-bytes", "0", *(args or [])]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=env)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
-            self.proc.wait(timeout=5)
-            raise RuntimeError(f"kcache-server did not start: {line!r}\n{self.log_path.read_text()}")
-        self.host, port = line.split()[-1].rsplit(":", 1)
-        self.port = int(port)
-        self.url = f"{'https' if tls else 'http'}://{self.host}:{self.port}"
-        # The server prints its line before it installs its SIGTERM handler;
-        # an answer means the handler is in place, so stop() drains cleanly.
-        assert self.request("GET", "/healthz")[0] == 200
+        # Exact per-entry hit counts: the hot tier reads through storage at
+        # most once a second (docs/protocol.md), so with it on, three quick
+        # GETs count as one storage hit.
+        super().__init__(tmp, storage or f"disk:{self.data}",
+                         ["--drain-timeout-ms", "2000", "--hot-cache-bytes", "0", *(args or [])],
+                         tls=tls, wait_healthy=True, log_name="server.log")
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-        conn = (http.client.HTTPSConnection(self.host, self.port, timeout=10, context=self.tls) if self.tls
-                else http.client.HTTPConnection(self.host, self.port, timeout=10))
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            return r.status, r.read()
-        finally:
-            conn.close()
+        status, _, data = self.http(method, path, body, headers)
+        return status, data
 
     def put(self, art: Artifact) -> Artifact:
         status, body = self.request("PUT", f"/v1/artifacts/{art.key}", art.bundle)
@@ -129,17 +111,6 @@ class Server:
 
     def object_path(self, key: str) -> pathlib.Path:
         return self.data / "objects" / key[:2] / key  # storage/disk/layout.hpp
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
 
 
 def run_cli(*args: str, server: Server | None = None, env: dict | None = None,

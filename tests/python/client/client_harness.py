@@ -25,15 +25,11 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 from kcache import _core  # noqa: E402
 
 
-def _server_bin() -> pathlib.Path | None:
-    for candidate in (os.environ.get("KCACHE_SERVER_BIN"), REPO / "build/dev/server/kcache-server",
-                      "/tmp/build-server/server/kcache-server"):
-        if candidate and pathlib.Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return pathlib.Path(candidate)
-    return None
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/python: the harness package
+import harness.bundles  # noqa: E402
+from harness.server import ServerProcess, clean_env, server_bin  # noqa: E402,F401
 
-
-SERVER_BIN = _server_bin()
+SERVER_BIN = server_bin()
 
 
 def new_key() -> str:
@@ -42,60 +38,17 @@ def new_key() -> str:
 
 def make_bundle(key: str, payload: bytes | None = None, compile_seconds: float = 1.5,
                 signing_key_pem: str | None = None) -> bytes:
-    payload = payload if payload is not None else secrets.token_bytes(256)
-    manifest = {"key": key, "label": "ClientTest/cpu:avx2/f32/default/train", "compile_seconds": compile_seconds}
-    return _core.write_bundle(json.dumps(manifest), [("mega_cache", payload)], signing_key_pem)
+    return harness.bundles.make_bundle(key, payload, signing_key_pem, payload_bytes=256,
+                                       label="ClientTest/cpu:avx2/f32/default/train", compile_seconds=compile_seconds)
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without any KCACHE_* variable, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-    env.update(extra)
-    return env
-
-
-class KcacheServer:
-    """One kcache-server process; its log goes to a file."""
+class KcacheServer(ServerProcess):
+    """One kcache-server process (harness/server.py), no access log."""
 
     def __init__(self, tmp: pathlib.Path, args: list[str] | None = None, storage: str = "memory:"):
-        if SERVER_BIN is None:
+        if not SERVER_BIN.is_file():
             pytest.skip("kcache-server not built (set KCACHE_SERVER_BIN)")
-        self.log_path = tmp / f"server-{secrets.token_hex(4)}.log"
-        cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage, "--access-log", "false",
-               "--drain-timeout-ms", "2000"] + (args or [])
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=clean_env())
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
-            self.proc.wait(timeout=5)
-            raise RuntimeError(f"server did not start: {line!r}\n{self.log_path.read_text()}")
-        host, port = line.split()[-1].rsplit(":", 1)
-        self.url = f"http://{host}:{port}"
-        self.port = int(port)
-
-    def metrics(self) -> dict[str, float]:
-        import urllib.request
-        text = urllib.request.urlopen(self.url + "/metrics", timeout=5).read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = out.get(name, 0.0) + float(value)
-        return out
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
+        super().__init__(tmp, storage, ["--access-log", "false", "--drain-timeout-ms", "2000", *(args or [])])
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Fixtures for the kcache-server integration tests: the real binary on a
-random loopback port, an HTTP helper and bundle builders.
+random loopback port (harness/server.py), an HTTP helper, bundle builders
+(harness/bundles.py) and a real redis-server.
 
 The binary is $KCACHE_SERVER_BIN, else build/dev/server/kcache-server under
-the repository root. Bundles are written by the real bundle writer
-(kcache._core.write_bundle, from compile/).
+the repository root.
 """
 
 from __future__ import annotations
@@ -24,38 +24,13 @@ from dataclasses import dataclass
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
+# tests/python, for the harness package, also when bench/ scripts import this file.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from kcache import _core  # noqa: E402
+from harness.bundles import TOOLCHAIN_VALUE, make_bundle, manifest_for, new_key  # noqa: E402,F401
+from harness.server import ServerProcess, server_bin  # noqa: E402
 
-SERVER_BIN = pathlib.Path(os.environ.get("KCACHE_SERVER_BIN", REPO / "build/dev/server/kcache-server"))
-
-TOOLCHAIN_VALUE = json.dumps({"artifact": 1, "torch": "2.13.0", "triton": None, "cxx": "g++ 12.2.0", "cuda": None})
-
-
-def new_key() -> str:
-    return secrets.token_hex(32)
-
-
-def manifest_for(key: str, label: str = "GPT2Block/cpu:avx512/f32/default/train", compile_seconds: float = 1.25,
-                 toolchain_value: str | None = TOOLCHAIN_VALUE, **extra) -> dict:
-    toolchain = {"hash": "ab" * 32, "size": 100}
-    if toolchain_value is not None:
-        toolchain["value"] = toolchain_value
-    m = {
-        "key": key,
-        "label": label,
-        "compile_seconds": compile_seconds,
-        "explanation": {"format": "kcache-explanation-v1", "key": key, "label": label,
-                        "fields": {"toolchain": toolchain, "region": {"hash": "cd" * 32, "size": 10}}},
-        "producer": {"host": "test", "pid": 1, "time": 0, "kcache": "0.1.0"},
-    }
-    m.update(extra)
-    return m
-
-
-def make_bundle(key: str, payload: bytes | None = None, **manifest_kw) -> bytes:
-    payload = payload if payload is not None else secrets.token_bytes(64)
-    return _core.write_bundle(json.dumps(manifest_for(key, **manifest_kw)), [("mega_cache", payload)])
+SERVER_BIN = server_bin()
 
 
 @dataclass
@@ -68,46 +43,17 @@ class Reply:
         return json.loads(self.body)
 
 
-class KcacheServer:
-    """One kcache-server process. Logs go to a file (a pipe could fill up)."""
+class KcacheServer(ServerProcess):
+    """One kcache-server process (harness/server.py) with short deadlines."""
 
     def __init__(self, tmp: pathlib.Path, args: list[str] | None = None, env: dict[str, str] | None = None,
                  storage: str = "memory:"):
-        self.log_path = tmp / f"server-{secrets.token_hex(4)}.log"
-        cmd = [str(SERVER_BIN), "--listen", "127.0.0.1:0", "--storage", storage,
-               "--read-timeout-ms", "3000", "--write-timeout-ms", "3000", "--drain-timeout-ms", "3000"]
-        cmd += args or []
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-        full_env.update(env or {})
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, env=full_env)
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
-            self.proc.wait(timeout=5)
-            raise RuntimeError(f"server did not start ({self.proc.returncode}): {line!r}\n{self.read_log()}")
-        self.host, port = line.split()[-1].rsplit(":", 1)
-        self.port = int(port)
-        self.resp_port = None
-        if "--resp-listen" in cmd:
-            line = self.proc.stdout.readline().decode()
-            if not line.startswith("resp listening on "):
-                raise RuntimeError(f"no RESP endpoint announced: {line!r}\n{self.read_log()}")
-            self.resp_port = int(line.split()[-1].rsplit(":", 1)[1])
-
-    def read_log(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")
+        super().__init__(tmp, storage, ["--read-timeout-ms", "3000", "--write-timeout-ms", "3000",
+                                        "--drain-timeout-ms", "3000", *(args or [])], env=env)
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
                 timeout: float = 10) -> Reply:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-            r = conn.getresponse()
-            data = r.read()
-            return Reply(r.status, {k.lower(): v for k, v in r.getheaders()}, data)
-        finally:
-            conn.close()
+        return Reply(*self.http(method, path, body, headers, timeout))
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
@@ -118,17 +64,6 @@ class KcacheServer:
 
     def connect(self, timeout: float = 10) -> socket.socket:
         return socket.create_connection((self.host, self.port), timeout=timeout)
-
-    def stop(self, sig=signal.SIGTERM, timeout: float = 15) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="session", autouse=True)

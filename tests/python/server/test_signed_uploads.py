@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from server_harness import SERVER_BIN, _core, make_bundle, manifest_for, new_key
+from kcache import _core
+from server_harness import SERVER_BIN, make_bundle, manifest_for, new_key
 from test_auth import wait_for_log
 
 
