@@ -13,10 +13,10 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-tests=(tests/python/test_accelerate.py tests/python/test_regions.py tests/python/test_region_keys.py
-       tests/python/test_precompiled_blocks.py tests/python/test_precompiled_warm.py
-       tests/python/test_cold_warm.py
-       tests/python/test_accelerate_distributed.py)
+tests=(tests/python/compile/test_accelerate.py tests/python/compile/test_regions.py tests/python/compile/test_region_keys.py
+       tests/python/compile/test_precompiled_blocks.py tests/python/compile/test_precompiled_warm.py
+       tests/python/compile/test_cold_warm.py
+       tests/python/compile/test_accelerate_distributed.py)
 name=results-previous log=pytest-previous
 if [[ -n ${COMPAT_VENV:-} ]]; then
   py=$COMPAT_VENV/bin/python
@@ -24,8 +24,8 @@ if [[ -n ${COMPAT_VENV:-} ]]; then
   # The RESP endpoint under PyTorch's own remote caches, stock torch.compile;
   # the guard table of this release; AOTInductor regions run by the libtorch
   # program built against this release's libtorch (build/torch<release>).
-  tests+=(tests/python/test_resp_torch.py tests/python/test_guard_table.py tests/python/test_torch_adaptor.py
-          tests/python/test_aoti_cpp.py)
+  tests+=(tests/python/compile/test_resp_torch.py tests/python/compile/test_guard_table.py tests/python/compile/test_torch_adaptor.py
+          tests/python/compile/test_aoti_cpp.py)
   name=results-torch$release log=pytest-torch$release
   build_dir=$root/build/torch$release
   cmake_extra=()

@@ -1,5 +1,5 @@
 // GPU targets in the binding: the CUDA driver's target (C++ and Python keys
-// must agree, tests/python/test_cuda_target.py) and the cubin listing and
+// must agree, tests/python/compile/test_cuda_target.py) and the cubin listing and
 // check that bundles carry (docs/artifact.md).
 #include <pybind11/stl.h>
 

@@ -32,7 +32,7 @@ ends the stand-ins (removes them from sys.modules), imports the real
 module and answers from it: never a wrong object, at worst today's cost.
 The stand-ins leave sys.modules when the load ends; the package attribute
 torch._inductor.debug is replaced by the real module when that is imported.
-tests/python/test_light_imports.py checks every one of these facts against
+tests/python/compile/test_light_imports.py checks every one of these facts against
 the real modules, so a torch that changes them fails there.
 """
 

@@ -6,7 +6,7 @@ code, so it must not split the cache), by name or by a declared family
 prefix. An explicit name wins over a prefix. Within the compiler's own
 families (TORCHINDUCTOR_*, TORCH_COMPILE_*, TORCHDYNAMO_*, TRITON_* …) an
 undeclared name counts as relevant: a spurious miss costs one compile, a
-false hit loads wrong code. tests/python/test_env_table.py records every
+false hit loads wrong code. tests/python/compile/test_env_table.py records every
 variable `import torch` plus a compile reads and fails on any name this
 table does not classify, so a new torch release cannot slip one past.
 """

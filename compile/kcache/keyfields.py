@@ -101,7 +101,7 @@ def _fixed_target(device_type: str) -> str | None:
 
     Device 0's arch: kcache caches only regions on cuda:0 (docs/keys.md,
     "Device indices"), and the C++ client asks the CUDA driver for the same
-    device (kcache._core.cuda_target(); tests/python/test_cuda_target.py
+    device (kcache._core.cuda_target(); tests/python/compile/test_cuda_target.py
     shows the two agree).
     """
     # Trimmed like the C++ side (client/cuda_target.cpp): " cuda:sm_90 " is cuda:sm_90.

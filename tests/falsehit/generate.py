@@ -58,7 +58,7 @@ LOCAL_STEPS = {
 # Features whose guards have no portable check (a dict item indexed by a
 # dtype): kcache checks them by one Dynamo trace per variant and process
 # (docs/precompiled.md "Trace checks"). every_kind leaves them out: there
-# each of its 42 warm runs would add a trace; tests/python/test_trace_check.py
+# each of its 42 warm runs would add a trace; tests/python/compile/test_trace_check.py
 # is their named case.
 TRACE_CHECKED = {"dtype_table"}
 

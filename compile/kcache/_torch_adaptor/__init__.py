@@ -7,7 +7,7 @@ have a module in releases/ with what differs in them; `support()` decides
 once per process what kcache does on the torch it finds: everything, the
 traced path only, or nothing (stock torch.compile), and says why
 (docs/torch-support.md). `check_torch()` raises, naming what drifted;
-tests/python/test_torch_adaptor.py fails loudly when an attribute used
+tests/python/compile/test_torch_adaptor.py fails loudly when an attribute used
 here disappears.
 
 What it provides:

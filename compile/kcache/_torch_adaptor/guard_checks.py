@@ -21,7 +21,7 @@ A guard type missing from the table, a source kcache cannot turn into a
 path, or a path that does not lead back to the guarded object raises
 NoPortableCheck with the reason: the variant then carries a trace check
 instead (one Dynamo trace per variant and process, trace_capture.py).
-tests/python/test_guard_table.py fails when torch builds a guard type the
+tests/python/compile/test_guard_table.py fails when torch builds a guard type the
 table does not list.
 """
 

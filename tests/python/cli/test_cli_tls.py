@@ -12,7 +12,7 @@ import time
 
 import pytest
 from cli_harness import Server, make_artifact, requires_binaries, run_cli
-from pki import pki  # noqa: F401 - certificates made by the openssl CLI
+from harness.pki import pki  # noqa: F401 - certificates made by the openssl CLI
 
 pytestmark = [requires_binaries,
               pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")]

@@ -12,7 +12,7 @@ import socket
 import time
 
 import pytest
-from pki import pki  # noqa: F401 - the module's certificates, as a fixture
+from harness.pki import pki  # noqa: F401 - the module's certificates, as a fixture
 from server_harness import metric_value, read_until_quiet
 from test_auth import run_server
 from test_tls import tls_args

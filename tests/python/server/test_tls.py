@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from pki import pki  # noqa: F401 - the module's certificates, as a fixture
+from harness.pki import pki  # noqa: F401 - the module's certificates, as a fixture
 from server_harness import make_bundle, new_key
 from test_auth import wait_for_log
 

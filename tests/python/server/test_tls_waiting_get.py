@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pki import pki  # noqa: F401 - the module's certificates, as a fixture
+from harness.pki import pki  # noqa: F401 - the module's certificates, as a fixture
 from server_harness import Responses, make_bundle, new_key
 from test_tls import client_ctx, https, tls_args
 

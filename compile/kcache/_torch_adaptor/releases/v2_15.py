@@ -32,7 +32,7 @@ def portable_config(cfg):
     not imported nothing can be registered with it, so an unset
     inductor_choices_class serializes as None, what the serializer answers
     then; any other case goes to PyTorch's serializer.
-    tests/python/test_torch_adaptor.py checks both give the same dict.
+    tests/python/compile/test_torch_adaptor.py checks both give the same dict.
     """
     import sys
 

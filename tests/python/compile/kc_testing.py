@@ -13,11 +13,13 @@ import urllib.request
 
 import pytest
 
-import harness.server
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-# tests/models is importable as `models` (the model zoo).
+REPO = pathlib.Path(__file__).resolve().parents[3]
+# tests/models is importable as `models` (the model zoo); tests/python holds
+# the harness package (also for the job scripts run as subprocesses).
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "python"))
+
+import harness.server  # noqa: E402
 
 
 def write_cxx_wrapper(directory: pathlib.Path) -> pathlib.Path:

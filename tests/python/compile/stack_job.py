@@ -1,7 +1,7 @@
 """A job that stacks a generated block module's `blk_mod.Block` and runs it
 once through kcache.compile_regions beside an eager copy: the source of the
 `python -c` job that tests writing their own block modules run in fresh
-processes (tests/python/test_trace_check.py, test_precompiled_faults.py).
+processes (tests/python/compile/test_trace_check.py, test_precompiled_faults.py).
 It prints one JSON line: the output's largest difference from eager,
 kcache.stats(), PyTorch's `unique_graphs` counter and the region outcomes."""
 

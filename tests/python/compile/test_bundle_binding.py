@@ -7,7 +7,7 @@ import pytest
 from kcache import _core
 
 KEY = "ab" * 32
-DATA = pathlib.Path(__file__).resolve().parents[1] / "cpp" / "data"
+DATA = pathlib.Path(__file__).resolve().parents[2] / "cpp" / "data"
 
 
 def make(sections=None, signer=None, key=KEY):

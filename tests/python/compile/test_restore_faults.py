@@ -1,5 +1,5 @@
 """Restores that go wrong in ways the trailer cannot see, from one shared
-cold run of the tiny job (tests/python/tiny_job.py):
+cold run of the tiny job (tests/python/compile/tiny_job.py):
 
 - a bundle missing a kernel binary (as when torch lives at another path on
   the restoring rank: Inductor's library names hash absolute include

@@ -13,7 +13,7 @@ import pytest
 
 from kc_testing import PYTHON, REPO, python_env
 
-JOB = str(REPO / "tests" / "python" / "precompiled_job.py")
+JOB = str(REPO / "tests" / "python" / "compile" / "precompiled_job.py")
 
 # Kinds Dynamo cannot capture whole: they must fall back, with this reason.
 FALLS_BACK = {"graph_break": "graph_break()"}

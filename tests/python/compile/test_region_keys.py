@@ -51,7 +51,7 @@ def gpt2_block_key(layer=0, model=None, batch=1, seq=8, grad=False, **kw):
 
 
 def test_same_key_from_two_processes():
-    code = ("import sys; sys.path.insert(0, 'tests'); sys.path.insert(0, 'tests/python');"
+    code = ("import sys; sys.path.insert(0, 'tests'); sys.path.insert(0, 'tests/python/compile');"
             "import torch; torch.manual_seed(int(sys.argv[1]));"
             "from test_region_keys import gpt2_block_key; print(gpt2_block_key())")
     outs = [subprocess.run([PYTHON, "-c", code, str(seed)], capture_output=True, text=True,
@@ -198,7 +198,7 @@ def test_golden_keys():
         "with_buffer": golden(zoo.WithBuffer(), torch.randn(2, 16)),
         "rope": golden(zoo.RopeBlock(), torch.randn(1, 8, 16)),
     }
-    every = json.loads((REPO / "tests" / "python" / "golden_keys.json").read_text())
+    every = json.loads((REPO / "tests" / "python" / "compile" / "golden_keys.json").read_text())
     assert set(every) == set(releases.SUPPORTED)
     assert got == every[releases.release_of(torch.__version__)], json.dumps(got, indent=1)
     # no key of one release is a key of another

@@ -18,7 +18,7 @@ import pytest
 from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env, seed_inductor  # noqa: F401
 
 pytest.importorskip("redis")
-JOB = REPO / "tests" / "python" / "resp_job.py"
+JOB = REPO / "tests" / "python" / "compile" / "resp_job.py"
 
 
 def start(tmp_path, *extra):
