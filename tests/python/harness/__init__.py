@@ -1,9 +1,15 @@
 """The one test harness of kcache's Python tests and bench scripts.
 
-harness.server  the real kcache-server on a random loopback port (every
-                test folder's launcher builds on it: server/server_harness.py,
-                cli/cli_harness.py, client/client_harness.py, kc_testing.py)
+harness.server   the real kcache-server on a random loopback port; every
+                 folder's launcher builds on it (server/server_harness.py,
+                 cli/cli_harness.py, client/client_harness.py,
+                 compile/kc_testing.py)
+harness.bundles  bundles for a key, from the real bundle writer
+harness.resp     a plain RESP2 connection (redis-py is used too, as a
+                 real client)
+harness.pki      test certificates made by the openssl CLI
 
-Redis and Redis Cluster launchers stay in server/server_harness.py and
-server/cluster_harness.py, which bench/ imports too.
+The Redis and Redis Cluster launchers are server/server_harness.py's
+RedisProcess and server/cluster_harness.py's RedisCluster, which bench/
+imports too.
 """

@@ -20,7 +20,9 @@ import socket
 import subprocess
 import time
 
-from server_harness import REDIS
+from server_harness import REDIS  # first: it puts tests/python (the harness) on the path
+
+from harness.resp import RespConnection  # noqa: E402
 
 REDIS_CLI = shutil.which("redis-cli")
 SLOTS = 16384
@@ -37,58 +39,9 @@ def cli(port: int, *args: str, timeout: float = 30) -> str:
                           timeout=timeout).stdout
 
 
-class Conn:
-    """One RESP connection to a node, for the many small admin commands of a
-    slot move (a redis-cli process per command costs more than the command)."""
-
-    def __init__(self, port: int, timeout: float = 30) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.buf = b""
-
-    def call(self, *args: str):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            b = a.encode() if isinstance(a, str) else a
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        self.sock.sendall(b"".join(out))
-        return self._reply()
-
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("node closed the connection")
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line
-
-    def _reply(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError("node closed the connection")
-                self.buf += chunk
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode(errors="replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise RuntimeError(f"bad RESP line {line!r}")
-
-    def close(self) -> None:
-        self.sock.close()
+# One RESP connection to a node (harness/resp.py), for the many small admin
+# commands of a slot move (a redis-cli process per command costs more).
+Conn = RespConnection
 
 
 def key_slot(key: str) -> int:
