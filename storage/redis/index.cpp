@@ -10,10 +10,8 @@
 namespace kcache::storage::redisdb {
 
 using redis::Args;
-using redis::exec_reply;
 using redis::num;
 using redis::RedisLink;
-using redis::Reply;
 using redis::str;
 
 Status backfill_key_order(RedisLink& link) {

@@ -11,7 +11,6 @@ using redis::Args;
 using redis::exec_reply;
 using redis::num;
 using redis::RedisLink;
-using redis::Reply;
 using redis::str;
 
 Result<std::vector<std::uint8_t>> read_range_once(RedisLink& link, const std::string& key, std::uint64_t offset,
