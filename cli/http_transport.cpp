@@ -16,6 +16,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "common/http_url.hpp"
+
 namespace kcache::cli {
 
 namespace asio = boost::asio;
@@ -51,46 +53,9 @@ Error unreachable(const Endpoint& ep, const std::string& step, const error_code&
 }  // namespace
 
 Result<Endpoint> parse_url(const std::string& url) {
-  Endpoint ep;
-  ep.url = url;
-  std::string rest = url;
-  if (auto p = rest.find("://"); p != std::string::npos) {
-    ep.scheme = rest.substr(0, p);
-    rest = rest.substr(p + 3);
-  } else {
-    ep.scheme = "http";
-  }
-  if (ep.scheme != "http" && ep.scheme != "https") {
-    return make_error(Errc::invalid_argument,
-                      "--server " + url + ": the URL must start with http:// or https://");
-  }
-  if (auto slash = rest.find('/'); slash != std::string::npos) {
-    ep.base_path = rest.substr(slash);
-    rest = rest.substr(0, slash);
-    while (!ep.base_path.empty() && ep.base_path.back() == '/') ep.base_path.pop_back();
-  }
-  if (!rest.empty() && rest.front() == '[') {  // [v6]:port
-    auto close = rest.find(']');
-    if (close == std::string::npos)
-      return make_error(Errc::invalid_argument, "--server " + url + ": unclosed '['");
-    ep.host = rest.substr(1, close - 1);
-    rest = rest.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':') {
-      return make_error(Errc::invalid_argument, "--server " + url + ": expected ':' after ']'");
-    }
-    ep.port = rest.empty() ? "" : rest.substr(1);
-  } else if (auto colon = rest.rfind(':'); colon != std::string::npos) {
-    ep.host = rest.substr(0, colon);
-    ep.port = rest.substr(colon + 1);
-  } else {
-    ep.host = rest;
-  }
-  if (ep.port.empty()) ep.port = ep.scheme == "https" ? "443" : "80";
-  bool digits = ep.port.size() <= 5 && ep.port.find_first_not_of("0123456789") == std::string::npos;
-  if (ep.host.empty() || !digits) {
-    return make_error(Errc::invalid_argument, "--server " + url + ": expected http[s]://HOST:PORT");
-  }
-  return ep;
+  auto u = parse_http_url(url);
+  if (!u) return make_error(Errc::invalid_argument, "--server " + url + ": " + u.error().message);
+  return Endpoint{u->tls ? "https" : "http", u->host, u->port, u->prefix, url};
 }
 
 std::string HttpReply::header(const std::string& lower_name) const {

@@ -216,63 +216,6 @@ Result<HttpResponse> HttpClient::Impl::exchange(Pooled& p, const HttpRequest& re
   return out;
 }
 
-Result<Url> Url::parse(std::string_view text) {
-  Url u;
-  std::string_view rest;
-  if (text.substr(0, 7) == "http://") {
-    rest = text.substr(7);
-  } else if (text.substr(0, 8) == "https://") {
-    u.tls = true;
-    rest = text.substr(8);
-  } else {
-    return make_error(Errc::invalid_argument, "URL must start with http:// or https://");
-  }
-  auto slash = rest.find('/');
-  std::string_view hostport = rest.substr(0, slash);
-  if (slash != std::string_view::npos) {
-    u.prefix = std::string(rest.substr(slash));
-    while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
-  }
-  std::string_view port;
-  if (!hostport.empty() && hostport.front() == '[') {
-    auto close = hostport.find(']');
-    if (close == std::string_view::npos)
-      return make_error(Errc::invalid_argument, "bad IPv6 host in URL");
-    u.host = std::string(hostport.substr(1, close - 1));
-    std::string_view after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':')
-        return make_error(Errc::invalid_argument, "bad URL after IPv6 host");
-      port = after.substr(1);
-    }
-  } else {
-    auto colon = hostport.rfind(':');
-    u.host = std::string(hostport.substr(0, colon));
-    if (colon != std::string_view::npos) port = hostport.substr(colon + 1);
-  }
-  if (u.host.empty()) return make_error(Errc::invalid_argument, "URL has no host");
-  if (u.host.find('@') != std::string::npos) {
-    return make_error(Errc::invalid_argument,
-                      "credentials in the URL are not supported (use KCACHE_TOKEN)");
-  }
-  if (port.empty()) {
-    u.port = u.tls ? "443" : "80";
-  } else {
-    if (port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      return make_error(Errc::invalid_argument, "bad port in URL");
-    }
-    u.port = std::string(port);
-  }
-  return u;
-}
-
-std::string Url::host_header() const {
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  bool default_port = (tls && port == "443") || (!tls && port == "80");
-  return default_port ? h : h + ":" + port;
-}
-
 std::string HttpResponse::header(const std::string& lower_name) const {
   auto it = headers.find(lower_name);
   return it == headers.end() ? std::string() : it->second;

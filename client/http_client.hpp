@@ -29,19 +29,19 @@
 #include <utility>
 #include <vector>
 
+#include "common/http_url.hpp"
 #include "common/result.hpp"
 #include "common/tls_files.hpp"
 
 namespace kcache::client {
 
-struct Url {
-  bool tls = false;
-  std::string host;  // without brackets for IPv6
-  std::string port;
-  std::string prefix;  // path prefix without a trailing '/', may be empty
-  // http://host[:port][/prefix], https://…; IPv6 hosts in brackets.
-  static Result<Url> parse(std::string_view text);
-  std::string host_header() const;
+// http[s]://host[:port][/prefix] (common/http_url.hpp).
+struct Url : HttpUrl {
+  static Result<Url> parse(std::string_view text) {
+    auto u = parse_http_url(text);
+    if (!u) return u.error();
+    return Url{*u};
+  }
 };
 
 // ca_file empty: the system store (common/tls_files.hpp).
