@@ -8,8 +8,7 @@ harness.bundles  bundles for a key, from the real bundle writer
 harness.resp     a plain RESP2 connection (redis-py is used too, as a
                  real client)
 harness.pki      test certificates made by the openssl CLI
-
-The Redis and Redis Cluster launchers are server/server_harness.py's
-RedisProcess and server/cluster_harness.py's RedisCluster, which bench/
-imports too.
+harness.redis    a real redis-server on a random loopback port
+harness.redis_cluster  a real Redis Cluster (server/cluster_harness.py
+                 re-exports it for the server tests and bench/storage)
 """

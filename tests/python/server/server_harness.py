@@ -28,6 +28,7 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from harness.bundles import TOOLCHAIN_VALUE, make_bundle, manifest_for, new_key  # noqa: E402,F401
+from harness.redis import REDIS, RedisProcess  # noqa: E402,F401
 from harness.server import ServerProcess, server_bin  # noqa: E402
 
 SERVER_BIN = server_bin()
@@ -135,38 +136,6 @@ def status_of(raw: bytes) -> int:
 
 def body_of(raw: bytes):
     return json.loads(raw.partition(b"\r\n\r\n")[2])
-
-
-REDIS = shutil.which("redis-server")
-
-
-class RedisProcess:
-    """A real redis-server on a random loopback port, without persistence."""
-
-    def __init__(self, tmp: pathlib.Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(tmp)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
