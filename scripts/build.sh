@@ -20,7 +20,12 @@ py=${TORCH_PYTHON:-$root/.venv/bin/python}
 # the objects an earlier checkout built.
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
-args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON -DKCACHE_WERROR=ON)
+args=(-G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCACHE_BUILD_TESTS=ON)
+# Warnings are errors in the plain build. Not under the sanitizers: their
+# instrumentation makes GCC 12 report false -Wmaybe-uninitialized inside
+# libstdc++ (std::regex's std::function under ASan), so there they stay
+# warnings, printed.
+if [[ ${SANITIZE:-0} == 0 ]]; then args+=(-DKCACHE_WERROR=ON); else args+=(-DKCACHE_WERROR=OFF); fi
 if [[ ${SANITIZE:-0} == 1 ]]; then
   args+=(-DKCACHE_SANITIZE=ON -DKCACHE_BUILD_PYTHON=OFF)
 elif [[ ${SANITIZE:-0} == thread ]]; then
