@@ -6,6 +6,8 @@
 
 #include <openssl/ssl.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -21,7 +23,8 @@ const TlsFileNames k_names{"--ca", "--cert", "--key"};
 class TlsFilesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "/kcache-tls-files";
+    // Per process: ctest runs each test of the suite as a process of its own, in parallel.
+    dir_ = ::testing::TempDir() + "/kcache-tls-files-" + std::to_string(::getpid());
     const std::string cmd = "rm -rf " + dir_ + " && mkdir -p " + dir_ + " && cd " + dir_ +
                             " && for n in a b; do openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256"
                             " -nodes -keyout $n.key -out $n.crt -days 1 -subj /CN=$n 2>/dev/null || exit 1; done"

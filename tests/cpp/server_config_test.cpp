@@ -4,6 +4,8 @@
 // reaches the config from the command line, the environment and a file.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -71,7 +73,7 @@ TEST(ServerOptions, AValueReachesTheConfigFromEachSource) {
   EXPECT_EQ(parse({})->max_leases, 7u);
   EXPECT_EQ(parse({"--max-leases", "9"})->max_leases, 9u);  // the command line wins
   ::unsetenv("KCACHE_MAX_LEASES");
-  const std::string file = ::testing::TempDir() + "/kcache-options.conf";
+  const std::string file = ::testing::TempDir() + "/kcache-options-" + std::to_string(::getpid()) + ".conf";
   std::ofstream(file) << "resp-flight-prefixes = a:,b:\nanonymous-read = true\ntokens = /dev/null\n";
   auto c = parse({"--config", file});
   EXPECT_EQ(c->resp_flight_prefixes, (std::vector<std::string>{"a:", "b:"}));
