@@ -82,17 +82,15 @@ class ServerProcess:
         finally:
             conn.close()
 
-    def metrics(self, by_name: bool = True) -> dict[str, float]:
-        """Prometheus samples summed over label sets (by_name), or one per
-        labelled series (by_name=False)."""
+    def metrics(self) -> dict[str, float]:
+        """Prometheus samples by metric name, summed over label sets."""
         text = urllib.request.urlopen(self.url + "/metrics", timeout=10).read().decode()
         out: dict[str, float] = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
                 name, _, value = line.rpartition(" ")
-                if by_name:
-                    name = name.split("{", 1)[0]
-                out[name] = out.get(name, 0.0) + float(value)
+                base = name.split("{", 1)[0]
+                out[base] = out.get(base, 0.0) + float(value)
         return out
 
     def kill(self) -> None:
