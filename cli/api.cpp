@@ -51,6 +51,7 @@ Result<HttpReply> Api::raw(const std::string& method, const std::string& target)
   req.method = method;
   req.target = target;
   req.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ctx_->timeout_s * 1000));
+  if (!ctx_->ns.empty()) req.headers.emplace_back("X-Kcache-Namespace", ctx_->ns);
   auto reply = transport_.send(req);
   if (reply && server_version_.empty()) server_version_ = reply->header("server");
   return reply;
@@ -63,6 +64,7 @@ Result<HttpReply> Api::call(const std::string& method, const std::string& target
   req.method = method;
   req.target = target;
   req.body = body;
+  if (!ctx_->ns.empty()) req.headers.emplace_back("X-Kcache-Namespace", ctx_->ns);
   if (!body.empty()) {
     bool binary = method == "PUT";
     req.headers.emplace_back("Content-Type",

@@ -21,6 +21,7 @@ namespace {
 
 struct EvictOptions {
   std::string max_bytes, older_than;
+  std::string order = "lru";  // which go first under --max-bytes: lru or value
   EntryFilter filter;
   bool dry_run = false;
 };
@@ -52,6 +53,7 @@ Result<json> policy_of(const EvictOptions& o) {
         "--toolchain (try --dry-run first)");
   }
   p["dry_run"] = o.dry_run;
+  p["order"] = o.order;
   return p;
 }
 
@@ -118,6 +120,20 @@ Status run_rm(const Context& ctx, Api& api, const std::vector<std::string>& text
   return Ok{};
 }
 
+Status run_pin(const Context& ctx, Api& api, const std::vector<std::string>& texts, bool on) {
+  json done = json::array();
+  for (const auto& text : texts) {
+    auto key = resolve_key(api, text);
+    if (!key) return key.error();
+    auto r = api.call(on ? "PUT" : "DELETE", "/v1/entries/" + *key + "/pin", Role::admin, "entry " + *key);
+    if (!r) return r.error();
+    done.push_back(*key);
+    if (!ctx.json) std::cout << (on ? "pinned     " : "unpinned   ") << *key << '\n';
+  }
+  if (ctx.json) std::cout << json{{on ? "pinned" : "unpinned", done}}.dump(2) << '\n';
+  return Ok{};
+}
+
 }  // namespace
 
 void add_evict(CLI::App& app, Context& ctx, Commands& out) {
@@ -128,6 +144,10 @@ void add_evict(CLI::App& app, Context& ctx, Commands& out) {
                   "evict least recently used matching entries until usage ≤ SIZE (20G)");
   sub->add_option("--older-than", o->older_than,
                   "last access longer ago than DURATION (7d, 12h, 3h30m)");
+  sub->add_option("--order", o->order,
+                  "which go first under --max-bytes: lru (default) or value (least compile time saved per "
+                  "byte; pinned entries never)")
+      ->check(CLI::IsMember({"lru", "value"}));
   sub->add_option("--target", o->filter.target, "only entries of this target");
   sub->add_option("--mode", o->filter.mode, "only entries of this mode");
   sub->add_option("--label-prefix", o->filter.label_prefix, "only labels starting with this");
@@ -143,6 +163,17 @@ void add_evict(CLI::App& app, Context& ctx, Commands& out) {
   out.push_back({rm, [&ctx, keys] {
                    return with_api(ctx, [&](Api& api) { return run_rm(ctx, api, *keys); });
                  }});
+
+  for (const bool on : {true, false}) {
+    auto pin_keys = std::make_shared<std::vector<std::string>>();
+    auto* pin = app.add_subcommand(on ? "pin" : "unpin",
+                                   on ? "pin entries: no eviction (quota or policy) removes them; rm still does"
+                                      : "unpin entries: eviction may choose them again");
+    pin->add_option("KEY", *pin_keys, "keys, or unique prefixes of at least 6 hex digits")->required();
+    out.push_back({pin, [&ctx, pin_keys, on] {
+                     return with_api(ctx, [&](Api& api) { return run_pin(ctx, api, *pin_keys, on); });
+                   }});
+  }
 }
 
 }  // namespace kcache::cli

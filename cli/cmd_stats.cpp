@@ -56,6 +56,27 @@ void print_breakdown(const json& by, const std::string& title, const std::string
   t.print(std::cout);
 }
 
+// Every namespace the token may read: usage against its quota, policies, hits.
+void print_namespaces(const json& list) {
+  if (!list.is_array() || list.empty()) return;
+  std::cout << "\nnamespaces\n";
+  Table t({"NAMESPACE", "ENTRIES", "BYTES", "QUOTA", "USED", "HITS", "MISSES", "READ-THROUGH", "TRUST", "RETENTION",
+           "QUOTA EVICTIONS"},
+          {Align::left, Align::right, Align::right, Align::right, Align::right, Align::right, Align::right,
+           Align::left, Align::left, Align::left, Align::right});
+  for (const auto& n : list) {
+    const std::uint64_t bytes = u64(n, "bytes"), quota = u64(n, "quota_bytes");
+    std::string links;
+    for (const auto& r : n.value("read_through", json::array())) links += (links.empty() ? "" : ",") + r.get<std::string>();
+    t.add({n.value("name", ""), n["entries"].is_number() ? num(u64(n, "entries")) : "?", format_bytes(bytes),
+           quota ? format_bytes(quota) : "none",
+           quota ? format_percent(static_cast<double>(bytes) / static_cast<double>(quota)) : "",
+           num(u64(n, "hits")), num(u64(n, "misses")), links.empty() ? "-" : links, n.value("trust", ""),
+           n.value("retention", ""), num(u64(n, "quota_evictions", "entries"))});
+  }
+  t.print(std::cout);
+}
+
 void print_table(const Api& api, const json& s) {
   const json& st = s["storage"];
   const bool have_storage = st.is_object();
@@ -86,6 +107,7 @@ void print_table(const Api& api, const json& s) {
                    {"version", s.value("version", "").empty() ? "unknown" : s.value("version", "")},
                    {"uptime", format_duration(s.value("uptime_s", 0.0))},
                    {"storage backend", s.value("backend", "")},
+                   {"namespace", s.value("namespace", "default")},
                    {"health", health},
                    {"entries", have_storage ? num(u64(st, "entries")) : "unknown"},
                    {"bytes used", used},
@@ -108,6 +130,7 @@ void print_table(const Api& api, const json& s) {
                    {"storage errors", num(u64(s, "storage_errors"))},
                    {"compile time saved", saved},
                });
+  print_namespaces(s["namespaces"]);
   print_breakdown(s["by_target"], "by target", "TARGET");
   print_breakdown(s["by_mode"], "by mode", "MODE");
   if (s.value("breakdown_truncated", false))

@@ -30,7 +30,7 @@ Status with_api(const Context& ctx, Fn fn) {
 void add_stats(CLI::App& app, Context& ctx, Commands& out);
 void add_ls(CLI::App& app, Context& ctx, Commands& out);
 void add_inspect(CLI::App& app, Context& ctx, Commands& out);
-void add_evict(CLI::App& app, Context& ctx, Commands& out);  // evict and rm
+void add_evict(CLI::App& app, Context& ctx, Commands& out);  // evict, rm, pin and unpin
 void add_verify(CLI::App& app, Context& ctx, Commands& out);
 void add_leases(CLI::App& app, Context& ctx, Commands& out);
 void add_explain(CLI::App& app, Context& ctx, Commands& out);

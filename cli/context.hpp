@@ -31,6 +31,7 @@ inline Error usage_error(std::string message) {
 struct Context {
   std::string server = "http://127.0.0.1:8420";  // --server / KCACHE_URL
   std::string token;                             // --token / KCACHE_TOKEN; never printed
+  std::string ns;                                // --namespace / KCACHE_NAMESPACE; empty: not sent
   std::string ca_file;                           // --cacert / KCACHE_CA_FILE (https)
   std::string cert_file;                         // --cert / KCACHE_CLIENT_CERT (mTLS)
   std::string key_file;                          // --key / KCACHE_CLIENT_KEY (mTLS)

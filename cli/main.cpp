@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
       ->envname("KCACHE_URL");
   app.add_option("--token", ctx.token, "bearer token sent as Authorization (never printed)")
       ->envname("KCACHE_TOKEN");
+  app.add_option("--namespace", ctx.ns,
+                 "the namespace to act in, sent as X-Kcache-Namespace (default: the token's only "
+                 "namespace, else \"default\"; docs/namespaces.md)")
+      ->envname("KCACHE_NAMESPACE");
   app.add_option("--cacert", ctx.ca_file, "PEM CA bundle that signs the server's certificate "
                  "(https; default: the system store)")->envname("KCACHE_CA_FILE");
   app.add_option("--cert", ctx.cert_file, "PEM client certificate, for a server that requires mTLS")

@@ -88,6 +88,9 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
     if (!client::set_log_level(config.log_level)) {
       return make_error(Errc::invalid_argument, "unknown log level '" + config.log_level + "'");
     }
+    if (!config.ns.empty()) {
+      if (auto st = check_namespace(config.ns); !st) return st.error();
+    }
     if (config.node_tier) {
       if (config.local_dir.empty()) config.local_dir = default_local_dir();
       const Status usable = config.local_dir.empty()
@@ -95,7 +98,11 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
                                                     "no XDG_CACHE_HOME, HOME or home directory to keep it in"))
                                 : usable_node_dir(config.local_dir);
       if (usable.ok()) {
-        impl->node.emplace(config.local_dir, config.local_max_bytes);
+        // Each namespace's bundles in a folder of their own: a node shared
+        // by two teams never hands one team's bundle to the other.
+        const bool own_ns = !config.ns.empty() && config.ns != "default";
+        impl->node.emplace(own_ns ? config.local_dir + "/namespaces/" + config.ns : config.local_dir,
+                           config.local_max_bytes);
         if (config.miss_log.empty()) config.miss_log = config.local_dir + "/misses.jsonl";
       } else {
         log(LogLevel::warn, "node tier off: " + usable.error().message + " (set KCACHE_LOCAL_DIR)");
@@ -137,7 +144,7 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config) {
       if (config.client_name.empty()) config.client_name = default_client_name();
       impl->server = std::make_unique<client::ServerApi>(
           std::move(http).value(), client::RetryPolicy{config.retries, config.retry_base_ms, 2000},
-          impl->breaker, config.token, config.client_name);
+          impl->breaker, config.token, config.client_name, config.ns);
     }
     impl->cfg = std::move(config);
     log(LogLevel::debug, "client: " + impl->cfg.describe());

@@ -53,6 +53,17 @@ Result<std::uint64_t> parse_size(const std::string& text) {
                                                 "' (bytes, or with K, M, G, T or P: 4096, 512M, 1.5GiB)");
 }
 
+Status check_namespace(const std::string& ns) {
+  // The server's grammar (server/http/namespace_file.hpp); it also names a folder of the node tier.
+  const bool ok = !ns.empty() && ns.size() <= 63 &&
+                  ns.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos && ns[0] != '-' &&
+                  ns[0] != '_';
+  if (ok) return Ok{};
+  return make_error(Errc::invalid_argument,
+                    "KCACHE_NAMESPACE must be 1-63 characters of [a-z0-9_-] starting with a letter or digit, not '" + ns +
+                        "'");
+}
+
 Result<ClientConfig> ClientConfig::from_env() {
   return from_env([](const char* name) { return std::getenv(name); });
 }
@@ -74,6 +85,10 @@ Result<ClientConfig> ClientConfig::from_env(const std::function<const char*(cons
       t = *s;
     }
     c.token = t;
+  }
+  if (auto v = get("KCACHE_NAMESPACE")) {
+    c.ns = trim(*v);
+    if (auto st = check_namespace(c.ns); !st) return st.error();
   }
   if (auto v = get("KCACHE_CA_FILE")) c.ca_file = trim(*v);
   if (auto v = get("KCACHE_CLIENT_CERT")) c.client_cert = trim(*v);

@@ -28,6 +28,11 @@ struct KCACHE_CLIENT_API ClientConfig {
   // Bearer token sent as "Authorization: Bearer …". KCACHE_TOKEN; a value
   // starting with '@' names a file holding the token (KCACHE_TOKEN=@/run/t).
   std::string token;
+  // The namespace this job's keys live in (docs/namespaces.md): sent as
+  // X-Kcache-Namespace; the node tier keeps it apart under
+  // <local_dir>/namespaces/<ns>. Empty: the token's only namespace, or
+  // "default". KCACHE_NAMESPACE; 1-63 characters of [a-z0-9_-].
+  std::string ns;
   // TLS: CA bundle that signs the server's certificate (default: the system
   // store), and a client certificate and key for mTLS. KCACHE_CA_FILE,
   // KCACHE_CLIENT_CERT, KCACHE_CLIENT_KEY (PEM files).
@@ -108,5 +113,9 @@ struct KCACHE_CLIENT_API ClientConfig {
 // kcache::parse_byte_size (common/units.hpp) as a Result: "10G", "512M",
 // "1.5GiB", "4096" → bytes; the server and the CLI accept the same spellings.
 KCACHE_CLIENT_API Result<std::uint64_t> parse_size(const std::string& text);
+
+// Errc::invalid_argument unless `ns` is a namespace name (1-63 characters
+// of [a-z0-9_-], the first a letter or digit).
+KCACHE_CLIENT_API Status check_namespace(const std::string& ns);
 
 }  // namespace kcache

@@ -28,12 +28,13 @@ int json_int(const nlohmann::json& j, const char* name, int fallback) {
 
 ServerApi::ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry,
                      std::shared_ptr<CircuitBreaker> breaker, std::string token,
-                     std::string client_name)
+                     std::string client_name, std::string ns)
     : http_(std::move(http)),
       retry_(retry),
       breaker_(std::move(breaker)),
       auth_(token.empty() ? std::string() : "Bearer " + token),
-      client_name_(std::move(client_name)) {}
+      client_name_(std::move(client_name)),
+      ns_(std::move(ns)) {}
 
 Error ServerApi::unexpected(const HttpResponse& r, const std::string& what) const {
   std::string msg = what + ": HTTP " + std::to_string(r.status);
@@ -46,6 +47,7 @@ Error ServerApi::unexpected(const HttpResponse& r, const std::string& what) cons
 
 Result<HttpResponse> ServerApi::call(HttpRequest request, bool idempotent, int extra_ms) {
   if (!auth_.empty()) request.headers.emplace_back("Authorization", auth_);
+  if (!ns_.empty()) request.headers.emplace_back("X-Kcache-Namespace", ns_);
   for (int attempt = 0;; ++attempt) {
     if (!breaker_->allow())
       return make_error(Errc::unavailable, "server skipped: circuit breaker open");

@@ -36,7 +36,8 @@ enum class RenewAnswer { renewed, lost };
 class ServerApi {
  public:
   ServerApi(std::unique_ptr<HttpClient> http, RetryPolicy retry,
-            std::shared_ptr<CircuitBreaker> breaker, std::string token, std::string client_name);
+            std::shared_ptr<CircuitBreaker> breaker, std::string token, std::string client_name,
+            std::string ns = {});
 
   // nullopt: 404. wait_ms > 0 long-polls while a lease on the key is live.
   Result<std::optional<std::vector<std::uint8_t>>> get(std::string_view key, int wait_ms = 0);
@@ -58,6 +59,7 @@ class ServerApi {
   std::shared_ptr<CircuitBreaker> breaker_;
   std::string auth_;  // "Bearer …" or empty; never logged
   std::string client_name_;
+  std::string ns_;  // X-Kcache-Namespace; empty: not sent
 };
 
 }  // namespace kcache::client

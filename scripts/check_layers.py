@@ -49,7 +49,9 @@ def read_targets() -> tuple[dict[str, str], dict[str, set[str]]]:
         for name, body in _TARGET.findall(text):
             links.setdefault(name, set())
             for src in body.split():
-                if src.endswith(".cpp"):
+                # Generated sources (a ${CMAKE_CURRENT_BINARY_DIR} path, as
+                # server/ui's page) are not in the tree to read.
+                if src.endswith(".cpp") and "${" not in src:
                     owner[f"{layer}/{src}"] = name
         for name, body in _LINKS.findall(text):
             links.setdefault(name, set()).update(w for w in body.split() if w.startswith("kcache_"))

@@ -198,6 +198,12 @@ const std::vector<OptionSpec> k_options = {
      Kind::value, KC_SET(c.hot_cache_bytes = to_size(n, v))},
     {"tokens", "KCACHE_TOKENS", "file of `TOKEN ROLE` lines (roles: read, write, admin); enables bearer auth", "",
      Kind::value, KC_SET(c.tokens_file = v)},
+    {"namespaces", "KCACHE_NAMESPACES",
+     "JSON file of namespaces: their tokens and roles, quotas, trust and retention (docs/namespaces.md); "
+     "re-read on SIGHUP",
+     "", Kind::value, KC_SET(c.namespaces_file = v)},
+    {"ui", "KCACHE_UI", "serve the web page at /ui (docs/ui.md); its data needs the read role", "", Kind::flag,
+     KC_SET(c.ui = to_bool(n, v))},
     {"anonymous-read", "KCACHE_ANONYMOUS_READ", "with --tokens: requests without a token get the read role", "",
      Kind::flag, KC_SET(c.anonymous_read = to_bool(n, v))},
     {"insecure-allow-remote", "KCACHE_INSECURE_ALLOW_REMOTE", "allow a non-loopback --listen without authentication",
@@ -342,7 +348,9 @@ std::optional<ServerConfig> parse_config(int argc, const char* const* argv, std:
   for (const auto& g : given) {
     if (!g.value.empty()) g.spec->set(c, g.spec->name, g.value);
   }
-  if (c.anonymous_read && c.tokens_file.empty()) throw ConfigError("--anonymous-read needs --tokens");
+  if (c.anonymous_read && c.tokens_file.empty() && c.namespaces_file.empty()) {
+    throw ConfigError("--anonymous-read needs --tokens or --namespaces");
+  }
   if (c.require_signed && c.trusted_keys.empty()) throw ConfigError("--require-signed needs --trusted-keys");
   if (c.tls_cert.empty() != c.tls_key.empty()) throw ConfigError("--tls-cert and --tls-key go together");
   if (!c.tls_client_ca.empty() && c.tls_cert.empty()) throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");

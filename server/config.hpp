@@ -76,6 +76,13 @@ struct ServerConfig {
   std::string tokens_file;
   // With tokens: requests without an Authorization header get the read role.
   bool anonymous_read = false;
+  // Namespaces (server/http/namespace_file.hpp, docs/namespaces.md): a JSON
+  // file of namespaces with their tokens, quotas, trust and retention.
+  // Empty: one namespace, "default".
+  std::string namespaces_file;
+  // Serve the web page at GET /ui (docs/ui.md); its data, GET
+  // /v1/ui/overview, needs the read role like the rest of /v1.
+  bool ui = false;
   // Refuse uploads that are not signed by a key in trusted_keys (400).
   bool require_signed = false;
   // PEM files of trusted Ed25519 public keys (each may hold several keys).

@@ -236,6 +236,7 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
     scalar(out, "kcache_redis_cluster_failed_calls_total", "counter",
            "Storage calls the Redis Cluster router gave up on (unavailable or timeout) after its retries.", c->failed);
   }
+  render_namespaces(out, g);
   family(out, "kcache_uptime_seconds", "gauge", "Seconds since the server started.");
   out += "kcache_uptime_seconds " + num(uptime_seconds()) + "\n";
   return out;

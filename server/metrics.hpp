@@ -34,7 +34,30 @@ struct Gauges {
   std::uint64_t connections_active = 0;
   std::uint64_t waiters = 0;
   std::optional<redis::ClusterCounts> cluster;  // set when storage is a Redis Cluster
+  // Per namespace (server/namespaces.hpp), in the configured set only.
+  struct Namespace {
+    std::string name;
+    std::optional<std::uint64_t> entries;  // nullopt: its store did not answer
+    std::optional<std::uint64_t> bytes;
+    std::uint64_t quota_bytes = 0;    // 0: none
+    std::uint64_t quota_entries = 0;  // 0: none
+  };
+  std::vector<Namespace> namespaces;
 };
+
+// Counters of one namespace (labels: configured namespace names only).
+struct NamespaceCounters {
+  std::uint64_t hits = 0;        // artifact GETs answered 200 in the namespace (read-through hits included)
+  std::uint64_t misses = 0;
+  std::uint64_t stored = 0;      // uploads stored
+  std::uint64_t rejected = 0;    // uploads refused (bad bundle, signature, quota)
+  std::uint64_t quota_refused = 0;          // of `rejected`: did not fit the quota
+  std::uint64_t quota_evicted_entries = 0;  // entries evicted to make room for an upload
+  std::uint64_t quota_evicted_bytes = 0;
+  std::map<std::string, std::uint64_t> read_through_hits;  // from namespace -> hits
+};
+
+enum class NsEvent { hit, miss, stored, rejected, quota_refused };
 
 class Metrics {
  public:
@@ -52,6 +75,11 @@ class Metrics {
   // "stored", "waited_hit", "waited_miss", "compiler", …).
   void resp_command(std::string_view command, std::string_view type, std::string_view result);
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_commands() const;
+  // Namespace counters (server/metrics_namespaces.cpp).
+  void ns_event(const std::string& ns, NsEvent e);
+  void ns_read_through_hit(const std::string& ns, const std::string& from);
+  void ns_quota_evicted(const std::string& ns, std::uint64_t entries, std::uint64_t bytes);
+  std::map<std::string, NamespaceCounters> namespace_counters() const;
 
   std::atomic<std::uint64_t> hits{0};
   std::atomic<std::uint64_t> hot_hits_http{0};  // of `hits`, answered from the hot tier
@@ -102,6 +130,8 @@ class Metrics {
   std::map<std::string, Breakdown> by_target_;                                   // GUARDED_BY(mu_)
   std::map<std::string, Breakdown> by_mode_;                                     // GUARDED_BY(mu_)
   std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> resp_;  // GUARDED_BY(mu_)
+  std::map<std::string, NamespaceCounters> ns_;                                      // GUARDED_BY(mu_)
+  void render_namespaces(std::string& out, const Gauges& g) const;
 };
 
 // Escapes a Prometheus label value (backslash, double quote, newline).

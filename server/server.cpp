@@ -108,6 +108,8 @@ struct Server::Impl {
   Metrics metrics;
   std::unique_ptr<Authorizer> authorizer;
   std::unique_ptr<TrustedKeys> trusted_keys;
+  std::unique_ptr<Namespaces> namespaces;
+  History history;
   std::unique_ptr<TlsContexts> tls;  // null: plain HTTP
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> upload_bytes{0};  // request bodies held now
@@ -145,9 +147,11 @@ struct Server::Impl {
     if (!config.tls_cert.empty()) {
       tls = startup(TlsContexts::load({config.tls_client_ca, config.tls_cert, config.tls_key}));
     }
-    authorizer = startup(make_authorizer(
-        {config.tokens_file, config.anonymous_read, config.insecure_allow_remote, tls && tls->requires_client_certs()}));
+    authorizer = startup(make_authorizer({config.tokens_file, config.anonymous_read, config.insecure_allow_remote,
+                                          tls && tls->requires_client_certs(), config.namespaces_file}));
     trusted_keys = startup(TrustedKeys::load(config.trusted_keys));
+    namespaces = startup(Namespaces::open(config.storage, *backend, config.namespaces_file, config.require_signed,
+                                          config.trusted_keys));
     if (config.upload_spool_dir.empty()) config.upload_spool_dir = default_spool_dir(config.storage);
     if (auto s = check_spool_dir(config.upload_spool_dir); !s) {
       // A full disk is a state, not a misconfiguration: the server starts and
@@ -157,28 +161,28 @@ struct Server::Impl {
                    "refused (507) until it has room", config.upload_spool_dir, s.error().message);
     }
     check_fd_limit(config, pool_threads(config));
-    services = std::make_unique<Services>(Services{config, *backend, *leases, waiters, *landings, *hot, metrics, *authorizer,
+    services = std::make_unique<Services>(Services{config, *backend, *namespaces, history, *leases, waiters, *landings, *hot, metrics, *authorizer,
                                                    *trusted_keys, pool, draining,
                                                    [this] { return http_connections(); }, upload_bytes});
     auto ep = resolve(*ioc, config.listen_host, config.listen_port);
-    const bool authenticated = !config.tokens_file.empty() || (tls && tls->requires_client_certs());
+    const bool authenticated = authorizer->token_count() > 0 || (tls && tls->requires_client_certs());
     if (!ep.address().is_loopback() && !authenticated && !config.insecure_allow_remote) {
       throw ConfigError("refusing to listen on non-loopback address " + ep.address().to_string() +
                         " without authentication (--tokens, or --tls-client-ca); pass --insecure-allow-remote "
                         "to force it");
     }
-    if (!ep.address().is_loopback() && !config.tokens_file.empty() && !tls) {
+    if (!ep.address().is_loopback() && authorizer->token_count() > 0 && !tls) {
       spdlog::warn("bearer tokens on a non-loopback address without TLS: anyone on the path can read them");
     }
     acceptor = open_acceptor(ep, config.listen_host, config.listen_port);
     if (config.resp_enabled) {
       auto rep = resolve(*ioc, config.resp_listen_host, config.resp_listen_port);
       // RESP is plain TCP: no client certificate, so only tokens authenticate it.
-      if (config.tokens_file.empty() && tls && tls->requires_client_certs()) {
+      if (authorizer->token_count() == 0 && tls && tls->requires_client_certs()) {
         throw ConfigError("refusing the RESP endpoint: HTTP authenticates clients by certificate "
                           "(--tls-client-ca), which RESP cannot check; give --tokens (RESP clients then AUTH)");
       }
-      if (!rep.address().is_loopback() && config.tokens_file.empty() && !config.insecure_allow_remote) {
+      if (!rep.address().is_loopback() && authorizer->token_count() == 0 && !config.insecure_allow_remote) {
         throw ConfigError("refusing the RESP endpoint on non-loopback address " + rep.address().to_string() +
                           " without --tokens; pass --insecure-allow-remote to force it");
       }
@@ -299,7 +303,8 @@ struct Server::Impl {
       if (st) spdlog::info("SIGHUP: reloaded {}", what);
       else spdlog::error("SIGHUP: {} not reloaded, keeping the old ones: {}", what, st.error().message);
     };
-    if (!config.tokens_file.empty()) report("tokens", authorizer->reload());
+    if (!config.tokens_file.empty() || !config.namespaces_file.empty()) report("tokens", authorizer->reload());
+    if (!config.namespaces_file.empty()) report("namespaces", namespaces->reload());
     if (tls) report("TLS certificates", tls->reload());
     if (!config.trusted_keys.empty()) report("trusted keys", trusted_keys->reload());
     spdlog::info("SIGHUP: reload done");
@@ -384,7 +389,7 @@ int Server::run() {
                "auth={} signed_uploads={} upload_spool={} (above {} bytes)",
                host, ep.port(), im.tls ? (im.tls->requires_client_certs() ? "https+mtls" : "https") : "http",
                im.backend->name(), io_threads(im.config), pool_threads(im.config), im.config.lease_ttl_ms,
-               im.config.tokens_file.empty() ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
+               im.authorizer->token_count() == 0 ? "loopback" : std::to_string(im.authorizer->token_count()) + " tokens",
                im.config.require_signed ? "required" : (im.config.trusted_keys.empty() ? "unchecked" : "verified if signed"),
                im.config.upload_spool_dir, im.config.upload_spool_threshold);
   asio::co_spawn(*im.ioc,

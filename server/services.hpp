@@ -23,6 +23,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "server/config.hpp"
+#include "server/history.hpp"
 #include "server/hot_tier.hpp"
 #include "server/http/authorizer.hpp"
 #include "server/http/http_types.hpp"
@@ -31,6 +32,7 @@
 #include "server/leases/lease_table.hpp"
 #include "server/leases/waiters.hpp"
 #include "server/metrics.hpp"
+#include "server/namespaces.hpp"
 #include "server/trusted_keys.hpp"
 #include "storage/backend.hpp"
 
@@ -53,7 +55,9 @@ struct AdminWork {
 
 struct Services {
   const ServerConfig& config;
-  storage::Backend& backend;
+  storage::Backend& backend;  // the default namespace's store
+  Namespaces& namespaces;     // every namespace's store, quota and trust (server/namespaces.hpp)
+  History& history;           // per-minute hits, misses, seconds saved; recent misses (the web page)
   LeaseTable& leases;
   Waiters& waiters;
   Landings& landings;

@@ -62,7 +62,7 @@ void bind_client(py::module_& m) {
                   std::optional<int> retries, std::optional<int> breaker_threshold,
                   std::optional<int> breaker_cooldown_ms, std::optional<std::string> miss_log,
                   std::optional<std::string> log_level, std::optional<std::string> client_name,
-                  std::optional<std::string> target) {
+                  std::optional<std::string> target, std::optional<std::string> ns) {
                  ClientConfig c;
                  if (url) c.url = *url;
                  if (token) c.token = *token;
@@ -92,6 +92,7 @@ void bind_client(py::module_& m) {
                  if (log_level) c.log_level = *log_level;
                  if (client_name) c.client_name = *client_name;
                  if (target) c.target = *target;
+                 if (ns) c.ns = *ns;
                  return make_client(std::move(c));
                }),
            py::arg("url") = std::nullopt, py::arg("token") = std::nullopt,
@@ -105,7 +106,7 @@ void bind_client(py::module_& m) {
            py::arg("breaker_threshold") = std::nullopt,
            py::arg("breaker_cooldown_ms") = std::nullopt, py::arg("miss_log") = std::nullopt,
            py::arg("log_level") = std::nullopt, py::arg("client_name") = std::nullopt,
-           py::arg("target") = std::nullopt,
+           py::arg("target") = std::nullopt, py::arg("namespace") = std::nullopt,
            "A client configured in code. url=None: node tier only; local_dir=None: ~/.cache/kcache,"
            " local_dir='none': no node tier. trusted_keys / signing_key: PEM text or file paths.")
       .def_static(
@@ -193,6 +194,7 @@ void bind_client(py::module_& m) {
             const auto& c = self.config();
             py::dict d;
             d["url"] = c.url;
+            d["namespace"] = c.ns;
             d["local_dir"] =
                 c.node_tier ? py::object(py::str(c.local_dir)) : py::object(py::none());
             d["local_max_bytes"] = c.local_max_bytes;

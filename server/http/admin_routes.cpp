@@ -12,6 +12,8 @@
 #include "server/parse_uint.hpp"
 #include "server/services.hpp"
 #include "storage/capabilities.hpp"
+#include "storage/entry_query.hpp"
+#include "storage/retention.hpp"
 #include "storage/fault_hook.hpp"
 
 namespace kcache::server {
@@ -24,8 +26,10 @@ namespace {
 // Entries scanned at most for the per-target and per-mode breakdown.
 constexpr std::size_t k_max_breakdown_entries = 200'000;
 
-json entry_json(const storage::Entry& e) {
+json entry_json(const storage::Entry& e, std::int64_t window_ms) {
   return {{"key", e.key},
+          {"pinned", e.pinned},
+          {"value", storage::entry_value(e, storage::now_ms(), window_ms)},
           {"size", e.size},
           {"created_ms", e.created_ms},
           {"last_access_ms", e.last_access_ms},
@@ -52,6 +56,22 @@ Gauges sample_gauges(Services& s, const Result<storage::Usage>& u, const LeaseCo
   return g;
 }
 
+// Every namespace's usage against its quota. Blocking: on the pool.
+std::vector<Gauges::Namespace> sample_namespaces(Services& s) {
+  std::vector<Gauges::Namespace> out;
+  for (const auto& ns : s.namespaces.all()) {
+    Gauges::Namespace n{ns->name(), std::nullopt, std::nullopt, ns->spec.quota_bytes, ns->spec.quota_entries};
+    if (auto u = ns->store->usage()) {
+      n.entries = u->entries;
+      n.bytes = u->bytes;
+    } else {
+      s.metrics.storage_error("usage");
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 asio::awaitable<Response> readyz(Services& s) {
   if (s.draining.load()) co_return error_response(503, "shutting_down", "the server is draining");
   auto st_job = [&s] { return s.backend.ping(); };
@@ -67,12 +87,14 @@ asio::awaitable<Response> metrics(Services& s) {
   struct Sample {
     Result<storage::Usage> usage;
     LeaseCounters leases;
+    std::vector<Gauges::Namespace> namespaces;
   };
-  auto u_job = [&s] { return Sample{s.backend.usage(), s.leases.counters()}; };
+  auto u_job = [&s] { return Sample{s.backend.usage(), s.leases.counters(), sample_namespaces(s)}; };
   auto u = co_await run_blocking(s.pool, u_job);
   if (!u.usage) s.metrics.storage_error("usage");
-  co_return text_response(200, s.metrics.render_prometheus(sample_gauges(s, u.usage, u.leases)),
-                          "text/plain; version=0.0.4; charset=utf-8");
+  Gauges g = sample_gauges(s, u.usage, u.leases);
+  g.namespaces = std::move(u.namespaces);
+  co_return text_response(200, s.metrics.render_prometheus(g), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 using storage::Tally;
@@ -162,16 +184,51 @@ asio::awaitable<std::shared_ptr<const Breakdown>> shared_breakdown(Services& s) 
   co_return finish.result;
 }
 
-asio::awaitable<Response> stats(Services& s) {
+// The namespaces this request's credentials may read, with their usage,
+// quotas, policies and counters (docs/namespaces.md).
+json namespaces_json(Services& s, const std::vector<std::string>& visible,
+                     const std::vector<Gauges::Namespace>& sampled) {
+  const auto counters = s.metrics.namespace_counters();
+  json arr = json::array();
+  for (const auto& g : sampled) {
+    if (std::find(visible.begin(), visible.end(), g.name) == visible.end()) continue;
+    auto ns = s.namespaces.find(g.name);
+    if (!ns) continue;
+    NamespaceCounters c;
+    if (auto it = counters.find(g.name); it != counters.end()) c = it->second;
+    arr.push_back({{"name", g.name},
+                   {"entries", g.entries ? json(*g.entries) : json(nullptr)},
+                   {"bytes", g.bytes ? json(*g.bytes) : json(nullptr)},
+                   {"quota_bytes", g.quota_bytes},
+                   {"quota_entries", g.quota_entries},
+                   {"trust", ns->spec.signed_only ? "signed" : "any"},
+                   {"retention", ns->spec.retention == RetentionPolicy::value ? "value" : "lru"},
+                   {"retention_window_s", ns->spec.value_window_ms / 1000},
+                   {"read_through", ns->spec.read_through},
+                   {"hits", c.hits},
+                   {"misses", c.misses},
+                   {"read_through_hits", c.read_through_hits},
+                   {"uploads", {{"stored", c.stored}, {"rejected", c.rejected}, {"quota_refused", c.quota_refused}}},
+                   {"quota_evictions", {{"entries", c.quota_evicted_entries}, {"bytes", c.quota_evicted_bytes}}}});
+  }
+  return arr;
+}
+
+asio::awaitable<Response> stats(Services& s, Request& req, const NamespacePtr& ns) {
   struct Scan {
     Result<storage::Usage> usage;
     std::shared_ptr<const Breakdown> breakdown;
     LeaseCounters leases;
     std::optional<storage::Breakdown> kept;  // the backend's counters, where it keeps them
+    std::vector<Gauges::Namespace> namespaces;
   };
-  auto scan_job = [&s] {
-    Scan scan{s.backend.usage(), nullptr, s.leases.counters(), std::nullopt};
-    if (auto* kept = storage::capability<storage::KeepsBreakdown>(s.backend)) scan.kept = kept->breakdown();
+  storage::Backend& store = *ns->store;
+  const bool own_store = &store == &s.backend;
+  auto scan_job = [&s, &store, own_store] {
+    Scan scan{store.usage(), nullptr, s.leases.counters(), std::nullopt, sample_namespaces(s)};
+    if (auto* kept = storage::capability<storage::KeepsBreakdown>(store)) scan.kept = kept->breakdown();
+    // Another namespace's store is scanned here, unshared (the shared scan is the default store's).
+    if (!scan.kept && !own_store) scan.breakdown = std::make_shared<const Breakdown>(scan_breakdown(store));
     return scan;
   };
   auto scan = co_await run_blocking(s.pool, scan_job);
@@ -180,7 +237,7 @@ asio::awaitable<Response> stats(Services& s) {
     b->by_target = std::move(scan.kept->by_target);
     b->by_mode = std::move(scan.kept->by_mode);
     scan.breakdown = std::move(b);
-  } else {
+  } else if (!scan.breakdown) {
     scan.breakdown = co_await shared_breakdown(s);
   }
   if (!scan.usage) s.metrics.storage_error("usage");
@@ -208,6 +265,8 @@ asio::awaitable<Response> stats(Services& s) {
   json body = {
       {"uptime_s", m.uptime_seconds()},
       {"backend", s.backend.name()},
+      {"namespace", ns->name()},
+      {"namespaces", namespaces_json(s, s.authorizer.namespaces_of(req, Role::read), scan.namespaces)},
       {"storage", scan.usage ? json{{"entries", scan.usage->entries},
                                     {"bytes", scan.usage->bytes},
                                     {"capacity_bytes", scan.usage->capacity_bytes}}
@@ -236,8 +295,9 @@ asio::awaitable<Response> stats(Services& s) {
   co_return json_response(200, body);
 }
 
-asio::awaitable<Response> entries(Services& s, Request& req) {
+asio::awaitable<Response> entries(Services& s, Request& req, const NamespacePtr& ns) {
   storage::ListQuery q;
+  q.value_window_ms = ns->spec.value_window_ms;
   q.limit = 100;
   for (const auto& [k, v] : req.query) {
     if (k == "label_prefix") q.label_prefix = v;
@@ -252,10 +312,10 @@ asio::awaitable<Response> entries(Services& s, Request& req) {
       static const std::map<std::string, storage::SortBy> sorts = {
           {"key", storage::SortBy::key}, {"size", storage::SortBy::size},
           {"last_access", storage::SortBy::last_access}, {"hits", storage::SortBy::hits},
-          {"created", storage::SortBy::created}};
+          {"created", storage::SortBy::created}, {"value", storage::SortBy::value}};
       auto it = sorts.find(v);
       if (it == sorts.end()) {
-        co_return error_response(400, "bad_query", "sort is one of key, size, last_access, hits, created");
+        co_return error_response(400, "bad_query", "sort is one of key, size, last_access, hits, created, value");
       }
       q.sort = it->second;
     } else if (k == "limit") {
@@ -266,19 +326,20 @@ asio::awaitable<Response> entries(Services& s, Request& req) {
       co_return error_response(400, "bad_query", "unknown query parameter '" + k.substr(0, 64) + "'");
     }
   }
-  auto page_job = [&s, &q] { return s.backend.list(q); };
+  auto page_job = [&ns, &q] { return ns->store->list(q); };
   auto page = co_await run_blocking(s.pool, page_job);
   if (!page) {
     if (page.error().code == Errc::invalid_argument) co_return error_response(400, "bad_query", page.error().message);
     co_return storage_failure(s, "list", page.error());
   }
   json arr = json::array();
-  for (const auto& e : page->entries) arr.push_back(entry_json(e));
+  for (const auto& e : page->entries) arr.push_back(entry_json(e, ns->spec.value_window_ms));
   co_return json_response(200, {{"entries", arr},
+                                {"namespace", ns->name()},
                                 {"next_cursor", page->next_cursor.empty() ? json(nullptr) : json(page->next_cursor)}});
 }
 
-asio::awaitable<Response> entry(Services& s, const std::string& key) {
+asio::awaitable<Response> entry(Services& s, const NamespacePtr& ns, const std::string& key) {
   // Each reads the bundle's header, manifest (up to --max-body-bytes) and
   // section table: a few at a time, so readers cannot make the server hold
   // many manifests at once.
@@ -304,11 +365,12 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     std::optional<Result<artifact::BundleSummary>> summary;
     std::optional<Error> storage_error;  // a read that failed for a reason other than the object's bytes
   };
-  auto f_job = [&s, &key] {
-    Found out{s.backend.head(key), std::nullopt, std::nullopt};
+  storage::Backend& store = *ns->store;
+  auto f_job = [&store, &key] {
+    Found out{store.head(key), std::nullopt, std::nullopt};
     if (!out.head) return out;
     artifact::RangeReader read = [&](std::uint64_t offset, std::uint64_t length) {
-      auto got = s.backend.read_range(key, offset, length);
+      auto got = store.read_range(key, offset, length);
       if (!got && got.error().code != Errc::corrupt) out.storage_error = got.error();
       return got;
     };
@@ -325,7 +387,7 @@ asio::awaitable<Response> entry(Services& s, const std::string& key) {
     co_return storage_failure(s, "read_range", *f.storage_error);
   }
   const auto& summary = *f.summary;
-  json body = {{"entry", entry_json(*f.head)}};
+  json body = {{"entry", entry_json(*f.head, ns->spec.value_window_ms)}, {"namespace", ns->name()}};
   if (summary) {
     json sections = json::array();
     for (const auto& sec : summary->sections) {
@@ -372,6 +434,13 @@ std::variant<storage::EvictPolicy, Response> parse_policy(const std::vector<std:
       ok = v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1e11;
       if (ok) p.older_than_ms = static_cast<std::int64_t>(v.get<double>() * 1000);
       any = any || ok;
+    } else if (k == "max_entries") {
+      ok = v.is_number_unsigned();
+      if (ok) p.max_entries = v.get<std::uint64_t>();
+      any = any || ok;
+    } else if (k == "order") {
+      ok = v == "lru" || v == "value";
+      if (ok) p.order = v == "value" ? storage::EvictOrder::value : storage::EvictOrder::lru;
     } else if (k == "target") ok = want_string(p.target);
     else if (k == "mode") ok = want_string(p.mode);
     else if (k == "label_prefix") ok = want_string(p.label_prefix);
@@ -386,24 +455,25 @@ std::variant<storage::EvictPolicy, Response> parse_policy(const std::vector<std:
   }
   if (!any) {
     return error_response(400, "bad_policy",
-                          "the policy selects nothing: give max_bytes, older_than_s, target, mode, label_prefix "
-                          "or toolchain");
+                          "the policy selects nothing: give max_bytes, max_entries, older_than_s, target, mode, "
+                          "label_prefix or toolchain");
   }
   return p;
 }
 
-asio::awaitable<Response> evict(Services& s, Request& req) {
+asio::awaitable<Response> evict(Services& s, Request& req, const NamespacePtr& ns) {
   auto parsed = parse_policy(req.body);
   if (auto* r = std::get_if<Response>(&parsed)) co_return std::move(*r);
   auto policy = std::get<storage::EvictPolicy>(parsed);
-  auto rep_job = [&s, &policy] { return s.backend.evict(policy); };
+  policy.value_window_ms = ns->spec.value_window_ms;
+  auto rep_job = [&ns, &policy] { return ns->store->evict(policy); };
   auto rep = co_await run_blocking(s.pool, rep_job);
   if (!rep) {
     if (rep.error().code == Errc::invalid_argument) co_return error_response(400, "bad_policy", rep.error().message);
     co_return storage_failure(s, "evict", rep.error());
   }
   if (!policy.dry_run) {
-    for (const auto& k : rep->keys) s.hot.erase(k);
+    for (const auto& k : rep->keys) s.hot.erase(scoped_key(ns->name(), k));
     s.metrics.evicted_entries.fetch_add(rep->keys.size(), std::memory_order_relaxed);
     s.metrics.evicted_bytes.fetch_add(rep->bytes, std::memory_order_relaxed);
   }
@@ -411,7 +481,7 @@ asio::awaitable<Response> evict(Services& s, Request& req) {
                                 {"dry_run", policy.dry_run}, {"keys", rep->keys}});
 }
 
-asio::awaitable<Response> verify(Services& s, Request& req) {
+asio::awaitable<Response> verify(Services& s, Request& req, const NamespacePtr& ns) {
   bool remove = false;
   for (const auto& [k, v] : req.query) {
     if (k != "remove") co_return error_response(400, "bad_query", "unknown query parameter '" + k.substr(0, 64) + "'");
@@ -420,12 +490,23 @@ asio::awaitable<Response> verify(Services& s, Request& req) {
     }
     remove = v == "true" || v == "1";
   }
-  auto rep_job = [&s, &remove] { return s.backend.verify(bundle_matches_key, remove); };
+  auto rep_job = [&ns, &remove] { return ns->store->verify(bundle_matches_key, remove); };
   auto rep = co_await run_blocking(s.pool, rep_job);
   if (!rep) co_return storage_failure(s, "verify", rep.error());
   s.metrics.verify_corrupt.fetch_add(rep->corrupt.size(), std::memory_order_relaxed);
-  for (const auto& k : rep->corrupt) s.hot.erase(k);
+  for (const auto& k : rep->corrupt) s.hot.erase(scoped_key(ns->name(), k));
   co_return json_response(200, {{"checked", rep->checked}, {"corrupt", rep->corrupt}, {"removed", rep->removed}});
+}
+
+asio::awaitable<Response> pin(Services& s, Request& req, const NamespacePtr& ns, const std::string& key) {
+  const bool on = req.method == "PUT";
+  auto st_job = [&ns, &key, on] { return ns->store->set_pinned(key, on); };
+  auto st = co_await run_blocking(s.pool, st_job);
+  if (!st) {
+    if (st.error().code == Errc::not_found) co_return error_response(404, "not_found", "no entry " + key);
+    co_return storage_failure(s, "set_pinned", st.error());
+  }
+  co_return json_response(200, {{"key", key}, {"namespace", ns->name()}, {"pinned", on}});
 }
 
 }  // namespace
@@ -435,11 +516,19 @@ asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMat
     case RouteId::healthz: co_return json_response(200, {{"status", "ok"}});
     case RouteId::readyz: co_return co_await readyz(s);
     case RouteId::metrics: co_return co_await metrics(s);
-    case RouteId::stats: co_return co_await stats(s);
-    case RouteId::entries: co_return co_await entries(s, req);
-    case RouteId::entry: co_return co_await entry(s, m.key);
-    case RouteId::evict: co_return co_await evict(s, req);
-    case RouteId::verify: co_return co_await verify(s, req);
+    case RouteId::ui:
+    case RouteId::ui_overview: co_return co_await handle_ui(s, req, m);
+    default: break;
+  }
+  auto ns = s.namespaces.find(m.ns);
+  if (!ns) co_return namespace_gone(m.ns);
+  switch (m.id) {
+    case RouteId::stats: co_return co_await stats(s, req, ns);
+    case RouteId::entries: co_return co_await entries(s, req, ns);
+    case RouteId::entry: co_return co_await entry(s, ns, m.key);
+    case RouteId::entry_pin: co_return co_await pin(s, req, ns, m.key);
+    case RouteId::evict: co_return co_await evict(s, req, ns);
+    case RouteId::verify: co_return co_await verify(s, req, ns);
     default: co_return error_response(500, "internal", "unrouted request");
   }
 }

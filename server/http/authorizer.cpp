@@ -2,11 +2,13 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
 #include "common/sha256.hpp"
+#include "server/http/namespace_file.hpp"
 
 namespace kcache::server {
 
@@ -51,42 +53,190 @@ std::vector<std::string_view> fields(std::string_view line) {
   return out;
 }
 
-class LoopbackAuthorizer final : public Authorizer {
- public:
-  LoopbackAuthorizer(bool allow_remote, bool certs) : allow_remote_(allow_remote), certs_(certs) {}
-
-  AuthDecision authorize(const Request& req, Role needed) const override {
-    // mTLS counts per request, for the connection that showed a
-    // certificate: a RESP connection (plain TCP) never did.
-    if (needed == Role::none || req.peer_loopback || allow_remote_ || (certs_ && req.client_cert_verified)) return {};
-    return {false, 403,
-            std::string("role '") + role_name(needed) +
-                "' is only granted to loopback clients when the server has no --tokens",
-            {}};
-  }
-
- private:
-  bool allow_remote_;
-  bool certs_;
+// What an authorizer decides from: every token with its namespace and role,
+// the namespaces that exist, and those readable without a token. Loaded
+// from --tokens (all in "default") and --namespaces; replaced whole on reload.
+struct AuthTable {
+  std::vector<TokenEntry> tokens;
+  std::vector<std::string> names;
+  std::vector<std::string> anonymous;
 };
 
-class TokenAuthorizer final : public Authorizer {
+bool contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+Result<AuthTable> load_table(const AuthSettings& s) {
+  AuthTable t;
+  t.names.push_back(k_default_namespace);
+  if (s.anonymous_read) t.anonymous.push_back(k_default_namespace);
+  if (!s.tokens_file.empty()) {
+    std::ifstream in(s.tokens_file, std::ios::binary);
+    if (!in) return make_error(Errc::io_error, "cannot read tokens file " + s.tokens_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto parsed = parse_tokens(ss.str());
+    if (!parsed) return make_error(parsed.error().code, s.tokens_file + ": " + parsed.error().message);
+    t.tokens = std::move(*parsed);
+  }
+  if (!s.namespaces_file.empty()) {
+    auto specs = load_namespace_file(s.namespaces_file);
+    if (!specs) return specs.error();
+    for (auto& spec : *specs) {
+      if (!contains(t.names, spec.name)) t.names.push_back(spec.name);
+      if (spec.anonymous_read && !contains(t.anonymous, spec.name)) t.anonymous.push_back(spec.name);
+      for (auto& e : spec.tokens) {
+        for (const auto& o : t.tokens) {
+          if (o.digest == e.digest && o.ns == e.ns) {
+            return make_error(Errc::invalid_argument, "namespace '" + e.ns +
+                                                          "': a token of the namespaces file is also in the tokens file");
+          }
+        }
+        t.tokens.push_back(e);
+      }
+    }
+  }
+  return t;
+}
+
+// The namespace a request asks for (X-Kcache-Namespace), if any.
+const std::string* requested_namespace(const Request& req) { return req.header("x-kcache-namespace"); }
+
+AuthDecision refuse(int status, std::string message) { return {false, status, std::move(message), {}, {}}; }
+
+AuthDecision allow(std::string ns) { return {true, 200, {}, {}, std::move(ns)}; }
+
+// Holds the table and reloads it from the settings' files.
+class TableHolder {
  public:
-  TokenAuthorizer(std::string path, bool anonymous_read, std::vector<TokenEntry> tokens)
-      : path_(std::move(path)),
-        anonymous_read_(anonymous_read),
-        tokens_(std::make_shared<const std::vector<TokenEntry>>(std::move(tokens))) {}
+  TableHolder(AuthSettings settings, AuthTable table)
+      : settings_(std::move(settings)), table_(std::make_shared<const AuthTable>(std::move(table))) {}
+
+  Status reload() {
+    auto loaded = load_table(settings_);
+    if (!loaded) return loaded.error();
+    auto fresh = std::make_shared<const AuthTable>(std::move(*loaded));
+    std::lock_guard lock(mu_);
+    table_ = std::move(fresh);
+    return Ok{};
+  }
+
+  std::shared_ptr<const AuthTable> snapshot() const {
+    std::lock_guard lock(mu_);
+    return table_;
+  }
+
+ protected:
+  const AuthSettings settings_;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const AuthTable> table_;  // GUARDED_BY(mu_)
+};
+
+class LoopbackAuthorizer final : public Authorizer, TableHolder {
+ public:
+  LoopbackAuthorizer(AuthSettings settings, AuthTable table) : TableHolder(std::move(settings), std::move(table)) {}
 
   AuthDecision authorize(const Request& req, Role needed) const override {
     if (needed == Role::none) return {};
+    if (!peer_allowed(req)) {
+      return refuse(403, std::string("role '") + role_name(needed) +
+                             "' is only granted to loopback clients when the server has no --tokens");
+    }
+    const std::string* want = requested_namespace(req);
+    std::string ns = want ? *want : k_default_namespace;
+    if (!contains(snapshot()->names, ns)) return refuse(403, "no namespace '" + ns + "' on this server");
+    return allow(std::move(ns));
+  }
+
+  Status reload() override { return TableHolder::reload(); }
+
+  std::vector<std::string> namespaces_of(const Request& req, Role needed) const override {
+    if (needed != Role::none && !peer_allowed(req)) return {};
+    return snapshot()->names;
+  }
+
+ private:
+  bool peer_allowed(const Request& req) const {
+    // mTLS counts per request, for the connection that showed a
+    // certificate: a RESP connection (plain TCP) never did.
+    return req.peer_loopback || settings_.allow_remote || (settings_.client_certs_verified && req.client_cert_verified);
+  }
+};
+
+class TokenAuthorizer final : public Authorizer, TableHolder {
+ public:
+  TokenAuthorizer(AuthSettings settings, AuthTable table) : TableHolder(std::move(settings), std::move(table)) {}
+
+  AuthDecision authorize(const Request& req, Role needed) const override {
+    if (needed == Role::none) return {};
+    auto table = snapshot();
+    const std::string* want = requested_namespace(req);
     const std::string* header = req.header("authorization");
     if (!header) {
-      if (anonymous_read_ && needed == Role::read) return {};
+      const std::string ns = want ? *want : k_default_namespace;
+      if (needed == Role::read && contains(table->anonymous, ns)) return allow(ns);
       return unauthorized("this request needs `Authorization: Bearer <token>` with the " +
                               std::string(role_name(needed)) + " role",
                           "");
     }
-    std::string_view h = *header;
+    auto token = bearer_token(*header);
+    if (!token) return unauthorized("the Authorization header must be `Bearer <token>`", "invalid_request");
+    auto held = matches(*table, *token);
+    if (held.empty()) return unauthorized("unknown token", "invalid_token");
+    const TokenEntry* e = nullptr;
+    if (want) {
+      for (const auto* h : held) {
+        if (h->ns == *want) e = h;
+      }
+      if (!e) return refuse(403, "this token has no role in namespace '" + *want + "'");
+    } else if (held.size() == 1) {
+      e = held.front();
+    } else {
+      for (const auto* h : held) {
+        if (h->ns == k_default_namespace) e = h;
+      }
+      if (!e) {
+        return refuse(400, "this token acts in several namespaces; name one with X-Kcache-Namespace "
+                           "(KCACHE_NAMESPACE, the CLI's --namespace)");
+      }
+    }
+    if (static_cast<int>(e->role) < static_cast<int>(needed)) {
+      return refuse(403, std::string("this token has the ") + role_name(e->role) + " role in namespace '" + e->ns +
+                             "'; the request needs " + role_name(needed));
+    }
+    return allow(e->ns);
+  }
+
+  Status reload() override { return TableHolder::reload(); }
+
+  std::size_t token_count() const override { return snapshot()->tokens.size(); }
+
+  std::vector<std::string> namespaces_of(const Request& req, Role needed) const override {
+    auto table = snapshot();
+    std::vector<std::string> out;
+    const std::string* header = req.header("authorization");
+    if (!header) {
+      if (needed == Role::read) out = table->anonymous;
+      return out;
+    }
+    auto token = bearer_token(*header);
+    if (!token) return out;
+    for (const auto* h : matches(*table, *token)) {
+      if (static_cast<int>(h->role) >= static_cast<int>(needed)) out.push_back(h->ns);
+    }
+    return out;
+  }
+
+ private:
+  static AuthDecision unauthorized(std::string message, const char* error) {
+    std::string challenge = k_realm;
+    if (*error) challenge += std::string(", error=\"") + error + "\"";
+    return {false, 401, std::move(message), std::move(challenge), {}};
+  }
+
+  static std::optional<std::string_view> bearer_token(std::string_view h) {
     while (!h.empty() && is_space(h.front())) h.remove_prefix(1);
     while (!h.empty() && is_space(h.back())) h.remove_suffix(1);
     constexpr std::string_view k_scheme = "bearer ";
@@ -94,67 +244,24 @@ class TokenAuthorizer final : public Authorizer {
     for (std::size_t i = 0; bearer && i < k_scheme.size(); ++i) {
       bearer = static_cast<char>(std::tolower(static_cast<unsigned char>(h[i]))) == k_scheme[i];
     }
-    if (!bearer) return unauthorized("the Authorization header must be `Bearer <token>`", "invalid_request");
+    if (!bearer) return std::nullopt;
     std::string_view token = h.substr(k_scheme.size());
     while (!token.empty() && is_space(token.front())) token.remove_prefix(1);
+    return token;
+  }
 
+  // Every entry holding this token. Compares against every entry, always:
+  // the time does not depend on whether or where the token matches.
+  static std::vector<const TokenEntry*> matches(const AuthTable& table, std::string_view token) {
     const Digest d = sha256(token);
-    auto table = snapshot();
-    // Compare against every entry, always: the time does not depend on
-    // whether or where the token matches.
-    int found = -1;
-    for (std::size_t i = 0; i < table->size(); ++i) {
-      const bool eq = CRYPTO_memcmp(d.data(), (*table)[i].digest.data(), d.size()) == 0;
-      found = eq ? static_cast<int>(i) : found;
+    std::vector<const TokenEntry*> out;
+    out.reserve(4);
+    for (const auto& e : table.tokens) {
+      const bool eq = CRYPTO_memcmp(d.data(), e.digest.data(), d.size()) == 0;
+      if (eq) out.push_back(&e);
     }
-    if (found < 0) return unauthorized("unknown token", "invalid_token");
-    Role have = (*table)[static_cast<std::size_t>(found)].role;
-    if (static_cast<int>(have) < static_cast<int>(needed)) {
-      return {false, 403,
-              std::string("this token has the ") + role_name(have) + " role; the request needs " +
-                  role_name(needed),
-              {}};
-    }
-    return {};
+    return out;
   }
-
-  Status reload() override {
-    auto loaded = load(path_);
-    if (!loaded) return loaded.error();
-    auto fresh = std::make_shared<const std::vector<TokenEntry>>(std::move(*loaded));
-    std::lock_guard lock(mu_);
-    tokens_ = std::move(fresh);
-    return Ok{};
-  }
-
-  std::size_t token_count() const override { return snapshot()->size(); }
-
-  static Result<std::vector<TokenEntry>> load(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(Errc::io_error, "cannot read tokens file " + path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto parsed = parse_tokens(ss.str());
-    if (!parsed) return make_error(parsed.error().code, path + ": " + parsed.error().message);
-    return parsed;
-  }
-
- private:
-  static AuthDecision unauthorized(std::string message, const char* error) {
-    std::string challenge = k_realm;
-    if (*error) challenge += std::string(", error=\"") + error + "\"";
-    return {false, 401, std::move(message), std::move(challenge)};
-  }
-
-  std::shared_ptr<const std::vector<TokenEntry>> snapshot() const {
-    std::lock_guard lock(mu_);
-    return tokens_;
-  }
-
-  const std::string path_;
-  const bool anonymous_read_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const std::vector<TokenEntry>> tokens_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
@@ -193,13 +300,13 @@ Result<std::vector<TokenEntry>> parse_tokens(std::string_view text) {
 }
 
 Result<std::unique_ptr<Authorizer>> make_authorizer(const AuthSettings& s) {
-  if (s.tokens_file.empty()) {
-    return std::unique_ptr<Authorizer>(std::make_unique<LoopbackAuthorizer>(s.allow_remote, s.client_certs_verified));
+  auto table = load_table(s);
+  if (!table) return table.error();
+  if (table->tokens.empty()) {
+    if (!s.tokens_file.empty()) return make_error(Errc::invalid_argument, s.tokens_file + ": no tokens");
+    return std::unique_ptr<Authorizer>(std::make_unique<LoopbackAuthorizer>(s, std::move(*table)));
   }
-  auto tokens = TokenAuthorizer::load(s.tokens_file);
-  if (!tokens) return tokens.error();
-  return std::unique_ptr<Authorizer>(
-      std::make_unique<TokenAuthorizer>(s.tokens_file, s.anonymous_read, std::move(*tokens)));
+  return std::unique_ptr<Authorizer>(std::make_unique<TokenAuthorizer>(s, std::move(*table)));
 }
 
 }  // namespace kcache::server

@@ -14,6 +14,11 @@
 //    --anonymous-read, a request that carries no Authorization header gets
 //    the read role (a wrong token is still 401). Loopback peers get no
 //    privilege.
+// Namespaces (docs/namespaces.md): a token holds a role per namespace. A
+// request names its namespace in `X-Kcache-Namespace` (RESP: the AUTH user
+// name); without one it acts in the token's only namespace, else in
+// "default". A token with no role in the named namespace, and a namespace
+// that does not exist, are the same 403 (names do not leak).
 // Token comparison: the presented token is hashed (SHA-256) and compared
 // with CRYPTO_memcmp against the digest of *every* configured token, with
 // no early exit, so neither the match nor its position leaks through time.
@@ -46,9 +51,13 @@ std::optional<Role> parse_role(std::string_view s) noexcept;
 
 struct AuthDecision {
   bool allowed = true;
-  int status = 200;       // 401 (who are you?) or 403 (not allowed) when refused
+  int status = 200;       // 401 (who are you?), 403 (not allowed), 400 (which namespace?) when refused
   std::string message;
   std::string www_authenticate;  // set on 401
+  // The namespace the request acts in (docs/namespaces.md): the one it
+  // asked for (X-Kcache-Namespace, or RESP's AUTH user name), or the
+  // token's only one, or "default". Set when allowed.
+  std::string ns = "default";
 };
 
 class Authorizer {
@@ -59,11 +68,15 @@ class Authorizer {
   virtual Status reload() { return Ok{}; }
   // How many tokens are configured (0 for the loopback authorizer).
   virtual std::size_t token_count() const { return 0; }
+  // The namespaces in which this request's credentials hold at least
+  // `needed` (every namespace for the loopback authorizer's allowed peers).
+  virtual std::vector<std::string> namespaces_of(const Request& req, Role needed) const = 0;
 };
 
 struct TokenEntry {
   std::array<std::uint8_t, 32> digest;  // SHA-256 of the token
   Role role;
+  std::string ns = "default";  // the namespace the role is held in
 };
 
 // Parses a tokens file: one `TOKEN ROLE` per line, blank lines and `#`
@@ -77,6 +90,10 @@ struct AuthSettings {
   bool anonymous_read = false;    // tokens mode: no header → read
   bool allow_remote = false;      // loopback mode: --insecure-allow-remote
   bool client_certs_verified = false;  // loopback mode: mTLS is on
+  // --namespaces FILE (server/http/namespace_file.hpp): namespaces and
+  // their tokens, beside --tokens' (which act in "default"); with no token
+  // in either, the loopback rules hold in every namespace.
+  std::string namespaces_file;
 };
 
 // Loads the tokens file when one is named; invalid_argument / io_error when

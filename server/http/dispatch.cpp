@@ -32,6 +32,10 @@ Response storage_failure(Services& s, const char* op, const Error& e) {
   }
 }
 
+Response namespace_gone(const std::string& ns) {
+  return error_response(403, "forbidden", "no namespace '" + ns + "' on this server");
+}
+
 std::variant<RouteMatch, Response> preflight(Services& s, const Request& req) {
   auto matched = match_route(req.path);
   if (auto* err = std::get_if<RouteError>(&matched)) {
@@ -49,12 +53,14 @@ std::variant<RouteMatch, Response> preflight(Services& s, const Request& req) {
   }
   auto decision = s.authorizer.authorize(req, required_role(m.id, req.method));
   if (!decision.allowed) {
-    auto r = error_response(decision.status, decision.status == 401 ? "unauthorized" : "forbidden", decision.message);
+    const char* code = decision.status == 401 ? "unauthorized" : decision.status == 400 ? "namespace_required" : "forbidden";
+    auto r = error_response(decision.status, code, decision.message);
     if (!decision.www_authenticate.empty()) r.set("WWW-Authenticate", decision.www_authenticate);
     r.route = m.tmpl;
     r.key = m.key;
     return r;
   }
+  m.ns = std::move(decision.ns);
   return m;
 }
 

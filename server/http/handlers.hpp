@@ -18,6 +18,9 @@ namespace kcache::server {
 // unavailable/timeout, 400 invalid_argument, else 500), counting it.
 Response storage_failure(Services& s, const char* op, const Error& e);
 
+// A request allowed in a namespace that a reload removed meanwhile: 403.
+Response namespace_gone(const std::string& ns);
+
 // Before the body is read: the route, or the response that ends the request
 // here (400 bad path or key, 404 no route, 405, 401/403).
 std::variant<RouteMatch, Response> preflight(Services& s, const Request& req);
@@ -29,5 +32,6 @@ boost::asio::awaitable<Response> handle_request(Services& s, Request& req, const
 boost::asio::awaitable<Response> handle_artifact(Services& s, Request& req, const RouteMatch& m);
 boost::asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m);
 boost::asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m);
+boost::asio::awaitable<Response> handle_ui(Services& s, Request& req, const RouteMatch& m);  // ui_routes.cpp
 
 }  // namespace kcache::server

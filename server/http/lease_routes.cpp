@@ -50,13 +50,16 @@ Response token_refused(const LeaseRenewal& r) {
 
 // Every lease-table call runs on the blocking pool: the Redis table does
 // network I/O (server/leases/lease_table.hpp).
-asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& key) {
-  auto present = [&s, key] { return s.backend.head(key); };
+// Lease tables know keys scoped by namespace (server/namespaces.hpp
+// scoped_key): `key` is the route's bare key, `skey` the table's.
+asio::awaitable<Response> acquire(Services& s, Request& req, const NamespacePtr& ns, const std::string& key,
+                                  const std::string& skey) {
+  auto present = [ns, key] { return ns->store->head(key); };
   auto h = co_await run_blocking(s.pool, present);
   if (h) co_return json_response(200, {{"exists", true}});
   if (h.error().code != Errc::not_found) co_return storage_failure(s, "head", h.error());
   const std::string holder = holder_of(req);
-  auto grant_job = [&s, &key, &holder] { return s.leases.acquire(key, holder); };
+  auto grant_job = [&s, &skey, &holder] { return s.leases.acquire(skey, holder); };
   LeaseGrant g = co_await run_blocking(s.pool, grant_job);
   if (g.error) co_return lease_unavailable(s, *g.error);
   if (g.table_full) {
@@ -70,9 +73,9 @@ asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& 
   // (its PUT released its lease): look once more so nobody compiles twice.
   h = co_await run_blocking(s.pool, present);
   if (h) {
-    auto undo_job = [&s, &key, &g] {
-      s.leases.release(key, g.token);
-      s.landings.publish(key);
+    auto undo_job = [&s, &skey, &g] {
+      s.leases.release(skey, g.token);
+      s.landings.publish(skey);
       return true;
     };
     co_await run_blocking(s.pool, undo_job);
@@ -83,7 +86,7 @@ asio::awaitable<Response> acquire(Services& s, Request& req, const std::string& 
   co_return r;
 }
 
-asio::awaitable<Response> renew(Services& s, Request& req, const std::string& key) {
+asio::awaitable<Response> renew(Services& s, Request& req, const std::string& key) {  // key: scoped
   const std::string* token = req.header("x-kcache-lease");
   if (!token) co_return missing_token();
   auto renew_job = [&s, &key, token] { return s.leases.renew(key, *token); };
@@ -93,7 +96,7 @@ asio::awaitable<Response> renew(Services& s, Request& req, const std::string& ke
   co_return json_response(200, {{"lease", *token}, {"ttl_ms", r.ttl_ms}});
 }
 
-asio::awaitable<Response> release(Services& s, Request& req, const std::string& key) {
+asio::awaitable<Response> release(Services& s, Request& req, const std::string& key) {  // key: scoped
   const std::string* token = req.header("x-kcache-lease");
   if (!token) co_return missing_token();
   auto release_job = [&s, &key, token] {
@@ -120,12 +123,18 @@ asio::awaitable<Response> release(Services& s, Request& req, const std::string& 
   co_return r;
 }
 
-asio::awaitable<Response> list(Services& s) {
+// The namespace's leases only: their scoped keys carry its prefix (none in
+// "default", whose keys have no '/').
+asio::awaitable<Response> list(Services& s, const std::string& ns) {
   auto list_job = [&s] { return s.leases.list(); };
   auto leases = co_await run_blocking(s.pool, list_job);
   nlohmann::json arr = nlohmann::json::array();
+  const std::string prefix = scoped_key(ns, "");
   for (const auto& l : leases) {
-    arr.push_back({{"key", l.key},
+    const bool mine = prefix.empty() ? l.key.find('/') == std::string::npos : l.key.rfind(prefix, 0) == 0;
+    if (!mine) continue;
+    arr.push_back({{"key", l.key.substr(prefix.size())},
+                   {"namespace", ns},
                    {"holder", l.holder},
                    {"acquired_unix_ms", l.acquired_unix_ms},
                    {"age_ms", l.age_ms},
@@ -138,10 +147,13 @@ asio::awaitable<Response> list(Services& s) {
 }  // namespace
 
 asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m) {
-  if (m.id == RouteId::leases) co_return co_await list(s);
-  if (m.id == RouteId::lease_renew) co_return co_await renew(s, req, m.key);
-  if (req.method == "DELETE") co_return co_await release(s, req, m.key);
-  co_return co_await acquire(s, req, m.key);
+  auto ns = s.namespaces.find(m.ns);
+  if (!ns) co_return namespace_gone(m.ns);
+  if (m.id == RouteId::leases) co_return co_await list(s, ns->name());
+  const std::string skey = scoped_key(ns->name(), m.key);
+  if (m.id == RouteId::lease_renew) co_return co_await renew(s, req, skey);
+  if (req.method == "DELETE") co_return co_await release(s, req, skey);
+  co_return co_await acquire(s, req, ns, m.key, skey);
 }
 
 }  // namespace kcache::server

@@ -62,6 +62,7 @@ std::variant<RouteMatch, RouteError> match_route(std::string_view path) {
       {"/metrics", RouteId::metrics, "/metrics"},   {"/v1/stats", RouteId::stats, "/v1/stats"},
       {"/v1/leases", RouteId::leases, "/v1/leases"}, {"/v1/entries", RouteId::entries, "/v1/entries"},
       {"/v1/evict", RouteId::evict, "/v1/evict"},   {"/v1/verify", RouteId::verify, "/v1/verify"},
+      {"/ui", RouteId::ui, "/ui"},                  {"/v1/ui/overview", RouteId::ui_overview, "/v1/ui/overview"},
   };
   for (const auto& f : fixed) {
     if (path == f.path) return RouteMatch{f.id, {}, f.tmpl};
@@ -75,8 +76,11 @@ std::variant<RouteMatch, RouteError> match_route(std::string_view path) {
     return RouteMatch{RouteId::artifact, std::string(*rest), "/v1/artifacts/{key}"};
   }
   if (auto rest = rest_after("/v1/entries/")) {
-    if (!is_key(*rest)) return bad_key(*rest);
-    return RouteMatch{RouteId::entry, std::string(*rest), "/v1/entries/{key}"};
+    auto slash = rest->find('/');
+    std::string_view key = rest->substr(0, slash);
+    if (!is_key(key)) return bad_key(key);
+    if (slash == std::string_view::npos) return RouteMatch{RouteId::entry, std::string(key), "/v1/entries/{key}"};
+    if (rest->substr(slash) == "/pin") return RouteMatch{RouteId::entry_pin, std::string(key), "/v1/entries/{key}/pin"};
   }
   if (auto rest = rest_after("/v1/leases/")) {
     auto slash = rest->find('/');
@@ -96,10 +100,13 @@ const char* allowed_methods(RouteId id) {
     case RouteId::readyz:
     case RouteId::metrics:
     case RouteId::stats:
+    case RouteId::ui:
+    case RouteId::ui_overview:
     case RouteId::leases:
     case RouteId::entries:
     case RouteId::entry: return "GET, HEAD";
     case RouteId::artifact: return "GET, HEAD, PUT, DELETE";
+    case RouteId::entry_pin: return "PUT, DELETE";
     case RouteId::lease: return "POST, DELETE";
     case RouteId::lease_renew:
     case RouteId::evict:
@@ -129,12 +136,14 @@ Role required_role(RouteId id, std::string_view method) {
     case RouteId::lease:
     case RouteId::lease_renew: return Role::write;
     case RouteId::leases:
+    case RouteId::entry_pin:
     case RouteId::evict:
     case RouteId::verify: return Role::admin;
     // Probes and the scrape stay open: see docs/security.md ("/metrics").
     case RouteId::healthz:
     case RouteId::readyz:
-    case RouteId::metrics: return Role::none;
+    case RouteId::metrics:
+    case RouteId::ui: return Role::none;  // the page holds no data (docs/ui.md)
     default: return Role::read;
   }
 }

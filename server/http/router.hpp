@@ -26,14 +26,18 @@ enum class RouteId {
   lease_renew,  // /v1/leases/{key}/renew
   entries,      // /v1/entries
   entry,        // /v1/entries/{key}
+  entry_pin,    // /v1/entries/{key}/pin (PUT pins, DELETE unpins)
   evict,
   verify,
+  ui,           // /ui: the web page (--ui)
+  ui_overview,  // /v1/ui/overview: the page's data
 };
 
 struct RouteMatch {
   RouteId id;
   std::string key;   // routes with {key}
   const char* tmpl;  // "/v1/artifacts/{key}": the metrics label
+  std::string ns = "default";  // the namespace the request acts in (set by preflight from the authorizer)
 };
 
 struct RouteError {

@@ -47,10 +47,21 @@ Request as_request(const Conn& c) {
   return req;
 }
 
+// The RESP endpoint serves the default namespace only (docs/namespaces.md):
+// a token whose role is in another namespace is refused here, so it cannot
+// reach the default store through RESP.
+AuthDecision decide(const RespShared& sh, const Conn& c, Role needed) {
+  auto d = sh.s.authorizer.authorize(as_request(c), needed);
+  if (d.allowed && needed != Role::none && d.ns != k_default_namespace) {
+    return {false, 403, "the RESP endpoint serves the default namespace only", {}, {}};
+  }
+  return d;
+}
+
 }  // namespace
 
 bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out) {
-  const auto d = sh.s.authorizer.authorize(as_request(c), needed);
+  const auto d = decide(sh, c, needed);
   if (d.allowed) return true;
   if (d.status == 401) {
     error(out, "NOAUTH Authentication required.");
@@ -60,9 +71,7 @@ bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, s
   return false;
 }
 
-bool may(const RespShared& sh, const Conn& c, Role needed) {
-  return sh.s.authorizer.authorize(as_request(c), needed).allowed;
-}
+bool may(const RespShared& sh, const Conn& c, Role needed) { return decide(sh, c, needed).allowed; }
 
 bool flight_eligible(const RespShared& sh, std::string_view key) {
   if (sh.s.config.resp_flight_window_ms == 0) return false;

@@ -35,7 +35,7 @@ Request with_auth(const std::string& header, bool loopback = true) {
 
 std::unique_ptr<Authorizer> token_authorizer(bool anonymous_read) {
   auto f = temp_file("tokens", "# comment\n\n" + k_read + " read\n" + k_write + "\twrite\n  " + k_admin + " admin  \n");
-  auto a = make_authorizer({f.string(), anonymous_read, false, false});
+  auto a = make_authorizer({f.string(), anonymous_read, false, false, ""});
   EXPECT_TRUE(a) << (a ? "" : a.error().message);
   std::filesystem::remove(f);
   return std::move(*a);
@@ -97,7 +97,7 @@ TEST(Tokens, AnonymousReadOnlyWithoutHeader) {
 
 TEST(Tokens, ReloadSwapsAndKeepsOldOnError) {
   auto f = temp_file("reload", k_read + " read\n");
-  auto a = make_authorizer({f.string(), false, false, false});
+  auto a = make_authorizer({f.string(), false, false, false, ""});
   ASSERT_TRUE(a);
   std::ofstream(f) << k_admin << " admin\n";
   ASSERT_TRUE((*a)->reload());
@@ -110,14 +110,14 @@ TEST(Tokens, ReloadSwapsAndKeepsOldOnError) {
 }
 
 TEST(Loopback, OnlyLoopbackUnlessForcedOrMtls) {
-  auto plain = make_authorizer({"", false, false, false});
+  auto plain = make_authorizer({"", false, false, false, ""});
   ASSERT_TRUE(plain);
   EXPECT_TRUE((*plain)->authorize(with_auth("", true), Role::admin).allowed);
   EXPECT_EQ((*plain)->authorize(with_auth("", false), Role::read).status, 403);
   EXPECT_TRUE((*plain)->authorize(with_auth("", false), Role::none).allowed);
-  auto forced = make_authorizer({"", false, true, false});
+  auto forced = make_authorizer({"", false, true, false, ""});
   EXPECT_TRUE((*forced)->authorize(with_auth("", false), Role::admin).allowed);
-  auto mtls = make_authorizer({"", false, false, true});
+  auto mtls = make_authorizer({"", false, false, true, ""});
   Request verified = with_auth("", false);
   verified.client_cert_verified = true;
   EXPECT_TRUE((*mtls)->authorize(verified, Role::admin).allowed);
