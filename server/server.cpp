@@ -304,7 +304,8 @@ struct Server::Impl {
       else spdlog::error("SIGHUP: {} not reloaded, keeping the old ones: {}", what, st.error().message);
     };
     if (!config.tokens_file.empty() || !config.namespaces_file.empty()) report("tokens", authorizer->reload());
-    if (!config.namespaces_file.empty()) report("namespaces", namespaces->reload());
+    // The namespaces hold the trusted keys too (the server's, and each namespace's own).
+    if (!config.namespaces_file.empty() || !config.trusted_keys.empty()) report("namespaces", namespaces->reload());
     if (tls) report("TLS certificates", tls->reload());
     if (!config.trusted_keys.empty()) report("trusted keys", trusted_keys->reload());
     spdlog::info("SIGHUP: reload done");

@@ -29,7 +29,7 @@ def test_ls_table(server):
     r = run_cli("ls", server=server)
     assert r.returncode == EXIT_OK, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["LABEL", "KEY", "SIZE", "AGE", "LAST", "ACCESS", "HITS", "TOOLCHAIN"]
+    assert lines[0].split() == ["LABEL", "KEY", "SIZE", "AGE", "LAST", "ACCESS", "HITS", "COMPILE", "VALUE", "s/MiB", "PIN", "TOOLCHAIN"]
     assert columns_aligned(lines[:-1]), r.stdout
     assert lines[-1].startswith("3 entries, ")
     for a in arts:

@@ -31,7 +31,7 @@ def test_entries_filters_sort_and_cursor(populated):
     assert len(all_["entries"]) == 4 and all_["next_cursor"] is None
     e = all_["entries"][0]
     assert set(e) == {"key", "size", "created_ms", "last_access_ms", "hits", "label", "target", "mode", "dtype",
-                      "toolchain", "compile_ms"}
+                      "toolchain", "compile_ms", "pinned", "value"}
     assert [x["key"] for x in all_["entries"]] == sorted(x["key"] for x in all_["entries"])
 
     gpu = srv.get("/v1/entries?target=cuda:sm_90").json()["entries"]
