@@ -16,6 +16,7 @@
 #include "storage/entry_query.hpp"
 #include "storage/redis/entry_reply.hpp"
 #include "storage/redis/index.hpp"
+#include "storage/redis/key_scheme.hpp"
 #include "storage/redis/range_read.hpp"
 #include "storage/redis/scripts.hpp"
 
@@ -26,15 +27,8 @@ using Bytes = std::vector<std::uint8_t>;
 using redis::Args;
 using redis::Reply;
 
-using redisdb::k_keys;
-using redisdb::k_lru;
-using redisdb::k_sizes;
-using redisdb::k_usage;
-
-using redisdb::chunk_prefix;
 using redisdb::exec_of_meta_read;
 using redis::exec_reply;
-using redisdb::meta_key;
 using redis::num;
 using redisdb::parse_entry;
 using redis::str;
@@ -42,7 +36,7 @@ using redis::str;
 class RedisBackend : public Backend {
  public:
   RedisBackend(RedisOptions opts, std::shared_ptr<redis::RedisLink> link, std::string name)
-      : opts_(std::move(opts)), link_(std::move(link)), name_(std::move(name)) {}
+      : opts_(std::move(opts)), keys_(opts_.key_prefix), link_(std::move(link)), name_(std::move(name)) {}
 
   Result<Bytes> get(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
@@ -51,7 +45,7 @@ class RedisBackend : public Backend {
 
   Result<Entry> head(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
-    std::string mk = meta_key(key);
+    std::string mk = keys_.meta(key);
     Args args = {"HMGET", mk};
     for (const char* f : redisdb::k_meta_fields) args.push_back(f);
     auto r = link_->command(args);
@@ -73,7 +67,7 @@ class RedisBackend : public Backend {
     if (opts_.capacity_bytes != 0 && bytes.size() > opts_.capacity_bytes) {
       return make_error(Errc::full, "object larger than the redis capacity");
     }
-    std::string mk = meta_key(key);
+    std::string mk = keys_.meta(key);
     auto present = link_->command({"EXISTS", mk});
     if (!present) return present.error();
     if (num(present->get()) == 1) return already_present(key);
@@ -82,7 +76,7 @@ class RedisBackend : public Backend {
     }
     std::string token = disk::random_token();
     std::size_t chunks = (bytes.size() + opts_.chunk_bytes - 1) / opts_.chunk_bytes;
-    std::string prefix = "kcache:{" + key + "}:tmp:" + token + ":";
+    std::string prefix = keys_.tmp_prefix(key, token);
     if (auto s = write_temps(prefix, bytes, chunks); !s) return s.error();
     if (opts_.fault_hook) opts_.fault_hook->before_publish(key);
 
@@ -105,7 +99,8 @@ class RedisBackend : public Backend {
     if (outcome < 0) return make_error(Errc::timeout, "redis: temp chunks expired before publish");
     // Not atomic with the publish (in a Cluster the index is in another
     // slot); an entry missed here is re-indexed by verify().
-    auto idx = link_->command({"EVAL", redisdb::k_index_add_script, "4", k_lru, k_sizes, k_usage, k_keys, key, now, size});
+    auto idx = link_->command({"EVAL", redisdb::k_index_add_script, "4", keys_.lru(), keys_.sizes(), keys_.usage(),
+                               keys_.keys(), key, now, size});
     if (!idx) return idx.error();
     // Indexed even when not durable: the entry is on the master and must be
     // counted and evictable; the caller is told it is not safely stored.
@@ -119,7 +114,7 @@ class RedisBackend : public Backend {
     if (auto s = check_key(key); !s) return s.error();
     for (int attempt = 0; attempt < 2; ++attempt) {
       bool replaced = false;
-      auto bytes = redisdb::read_range_once(*link_, key, offset, length, replaced);
+      auto bytes = redisdb::read_range_once(*link_, keys_, key, offset, length, replaced);
       if (!bytes || !replaced) return bytes;
     }
     return make_error(Errc::not_found, "object replaced while being read");
@@ -139,23 +134,23 @@ class RedisBackend : public Backend {
   // filters skip, not the whole index. Other orders still read the whole
   // index per page (make_page).
   Result<ListPage> list(const ListQuery& query) override {
-    if (query.sort == SortBy::key) return redisdb::page_by_key(*link_, query);
-    auto all = redisdb::all_entries(*link_);
+    if (query.sort == SortBy::key) return redisdb::page_by_key(*link_, keys_, query);
+    auto all = redisdb::all_entries(*link_, keys_);
     if (!all) return all.error();
     return make_page(std::move(*all), query);
   }
 
-  Status backfill_key_order() { return redisdb::backfill_key_order(*link_); }
+  Status backfill_key_order() { return redisdb::backfill_key_order(*link_, keys_); }
 
   Result<Usage> usage() override {
-    auto r = link_->command({"HMGET", k_usage, "entries", "bytes"});
+    auto r = link_->command({"HMGET", keys_.usage(), "entries", "bytes"});
     if (!r) return r.error();
     return Usage{static_cast<std::uint64_t>(num((*r)->element[0])), static_cast<std::uint64_t>(num((*r)->element[1])),
                  opts_.capacity_bytes};
   }
 
   Result<EvictReport> evict(const EvictPolicy& policy) override {
-    auto all = redisdb::all_entries(*link_);
+    auto all = redisdb::all_entries(*link_, keys_);
     if (!all) return all.error();
     auto u = usage();
     if (!u) return u.error();
@@ -174,7 +169,7 @@ class RedisBackend : public Backend {
 
   Result<VerifyReport> verify(const Verifier& verifier, bool remove) override {
     if (auto s = reindex(); !s) return s.error();
-    auto all = redisdb::all_entries(*link_);
+    auto all = redisdb::all_entries(*link_, keys_);
     if (!all) return all.error();
     VerifyReport report;
     for (const Entry& e : *all) {
@@ -221,7 +216,7 @@ class RedisBackend : public Backend {
   // has the marker has every earlier write to that master, the entry's too.
   Result<PutOutcome> already_present(const std::string& key) {
     if (!durable()) return PutOutcome::already_present;
-    auto r = link_->pipeline({{"SET", "kcache:{" + key + "}:sync", "1", "PX", "10000"},
+    auto r = link_->pipeline({{"SET", keys_.sync(key), "1", "PX", "10000"},
                               {"WAIT", std::to_string(opts_.wait_replicas), std::to_string(opts_.wait_timeout.count())}});
     if (!r) return r.error();
     if (auto s = check_acked((*r)[1].get(), key); !s) return s.error();
@@ -276,14 +271,14 @@ class RedisBackend : public Backend {
 
   // One read. Sets `why` to a defect, or "replaced"; `sha` to meta's sha256.
   Result<Bytes> read_once(const std::string& key, bool touch, std::string& why, std::string& sha) {
-    std::string mk = meta_key(key), now = std::to_string(now_ms());
-    std::string prefix = chunk_prefix(key), c0 = prefix + "0";
+    std::string mk = keys_.meta(key), now = std::to_string(now_ms());
+    std::string prefix = keys_.chunk_prefix(key), c0 = prefix + "0";
     Args hmget = {"HMGET", mk};
     for (const char* f : redisdb::k_meta_fields) hmget.push_back(f);
     std::vector<Args> cmds = {{"MULTI"}, hmget, {"GET", c0}, {"EXEC"}};
     if (touch) {
       cmds.push_back({"EVAL", redisdb::k_touch_script, "1", mk, now});
-      cmds.push_back({"ZADD", k_lru, "XX", now, key});  // the index's slot: another node in a Cluster
+      cmds.push_back({"ZADD", keys_.lru(), "XX", now, key});  // the index's slot: another node in a Cluster
     }
     auto r = link_->pipeline(cmds);
     if (!r) return r.error();
@@ -330,9 +325,10 @@ class RedisBackend : public Backend {
   // Deletes the entry (if its sha256 is `sha`, or any with ""), then drops it
   // from the index. Returns its size, or -1 if there was none.
   Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha) {
-    std::string mk = meta_key(key);
+    std::string mk = keys_.meta(key);
     auto r = link_->pipeline({{"EVAL", redisdb::k_delete_script, "1", mk, sha},
-                              {"EVAL", redisdb::k_index_remove_script, "4", k_lru, k_sizes, k_usage, k_keys, key}});
+                              {"EVAL", redisdb::k_index_remove_script, "4", keys_.lru(), keys_.sizes(), keys_.usage(),
+                               keys_.keys(), key}});
     if (!r) return r.error();
     return num((*r)[0].get());
   }
@@ -340,16 +336,17 @@ class RedisBackend : public Backend {
   // Adds entries whose publish landed but whose index update did not
   // (SCAN runs on every master of a Cluster).
   Status reindex() {
-    auto names = link_->scan("kcache:{*}:meta");
+    auto names = link_->scan(keys_.meta_pattern());
     if (!names) return names.error();
     for (const std::string& mk : *names) {
-      std::string hex = mk.substr(8, 64);  // "kcache:{" is 8 characters
+      std::string hex = keys_.hex_of_meta(mk);
+      if (hex.empty()) continue;  // not an entry's meta key
       auto m = link_->command({"HMGET", mk, "size", "last_access_ms"});
       if (!m) return m.error();
       std::string size = str((*m)->element[0]), last = str((*m)->element[1]);
       if (size.empty()) continue;
-      auto add = link_->command({"EVAL", redisdb::k_index_add_script, "4", k_lru, k_sizes, k_usage, k_keys, hex,
-                                 last.empty() ? "0" : last, size});
+      auto add = link_->command({"EVAL", redisdb::k_index_add_script, "4", keys_.lru(), keys_.sizes(), keys_.usage(),
+                                 keys_.keys(), hex, last.empty() ? "0" : last, size});
       if (!add) return add.error();
     }
     return Ok{};
@@ -362,7 +359,7 @@ class RedisBackend : public Backend {
       if (!u) return u.error();
       std::uint64_t bytes = u->bytes;
       if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
-      auto oldest = link_->command({"ZRANGE", k_lru, "0", "15"});
+      auto oldest = link_->command({"ZRANGE", keys_.lru(), "0", "15"});
       if (!oldest) return oldest.error();
       if ((*oldest)->elements == 0) return make_error(Errc::full, "redis capacity reached");
       for (std::size_t i = 0; i < (*oldest)->elements; ++i) {
@@ -375,6 +372,7 @@ class RedisBackend : public Backend {
   }
 
   const RedisOptions opts_;
+  const redisdb::KeyScheme keys_;
   const std::shared_ptr<redis::RedisLink> link_;
   const std::string name_;
 };
@@ -396,6 +394,7 @@ class RedisClusterBackend final : public RedisBackend, public HasClusterRouter {
 namespace {
 
 Status check_options(const RedisOptions& options) {
+  if (auto s = redisdb::check_key_prefix(options.key_prefix); !s) return s.error();
   if (options.pool_size == 0 || options.chunk_bytes == 0) {
     return make_error(Errc::invalid_argument, "redis pool_size and chunk_bytes must be positive");
   }

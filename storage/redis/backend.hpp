@@ -4,20 +4,27 @@
 // is either one pool or the Cluster router (redis/cluster.hpp).
 //
 // Key scheme (one hash tag per entry, so a Cluster keeps an entry in one
-// slot; the four index keys share the tag {index}, so one slot too):
-//   kcache:{<hex>}:meta                 hash: size sha256 chunks created_ms
+// slot; the four index keys share the tag {index}, so one slot too). Every
+// name starts with key_prefix, <P> below ("kcache:" by default, which gives
+// the names of a store from before prefixes; "kcache:ns:<ns>:" for a
+// namespace); the prefix holds no brace, so the tag is always the first
+// pair of braces (storage/redis/key_scheme.hpp):
+//   <P>{<hex>}:meta                     hash: size sha256 chunks created_ms
 //                                        last_access_ms hits label target mode
 //                                        dtype toolchain compile_ms
-//   kcache:{<hex>}:chunk:<N>            the object, in chunk_bytes pieces
-//   kcache:{<hex>}:tmp:<token>:<N>      a put's chunks before publish (PX temp_ttl)
-//   kcache:{<hex>}:sync                 a 10 s marker a durable put of an entry
+//   <P>{<hex>}:chunk:<N>                the object, in chunk_bytes pieces
+//   <P>{<hex>}:tmp:<token>:<N>          a put's chunks before publish (PX temp_ttl)
+//   <P>{<hex>}:sync                     a 10 s marker a durable put of an entry
 //                                        already present writes before WAIT
-//   kcache:{index}:lru                  zset member=<hex> score=last access ms
-//   kcache:{index}:sizes                hash <hex> -> size
-//   kcache:{index}:usage                hash entries, bytes
-//   kcache:{index}:keys                 zset member=<hex> score=0: key order,
+//   <P>{index}:lru                      zset member=<hex> score=last access ms
+//   <P>{index}:sizes                    hash <hex> -> size
+//   <P>{index}:usage                    hash entries, bytes
+//   <P>{index}:keys                     zset member=<hex> score=0: key order,
 //                                        paged by list() (ZRANGE BYLEX;
 //                                        filled from lru at open if short)
+// Two backends with different prefixes on one Redis (or Cluster) share no
+// key: put, get, list, usage, evict and verify (its SCAN is <P>{*}:meta) of
+// one never see the other's entries.
 // put(): SET the temp chunks with a TTL, [fault hook], then one Lua script
 // on the entry's keys commits only if the meta key is absent (RENAME +
 // PERSIST each chunk, HSET meta); a second script adds it to the index. A
@@ -65,6 +72,10 @@ struct RedisOptions : redis::ConnectOptions {
   // size class (exactly 1 MiB took the 1.25 MiB class: 26 % more memory).
   std::size_t chunk_bytes = (1 << 20) - 64;
   std::uint64_t capacity_bytes = 0;   // 0: unlimited
+  // Where every key of the store starts (see "Key scheme" above): non-empty,
+  // ending with ':', no '{', '}', '*', '?', '[' or whitespace; otherwise
+  // opening is Errc::invalid_argument.
+  std::string key_prefix = "kcache:";
   // Durability (docs/storage-cluster.md "Durability"): with wait_replicas > 0
   // a put, once published, sends WAIT wait_replicas wait_timeout on the
   // connection that published (the entry's master in a Cluster) and fails
@@ -82,12 +93,13 @@ struct RedisOptions : redis::ConnectOptions {
 Result<RedisOptions> parse_redis_url(const std::string& url);
 
 // Connects once to check the server and credentials: Errc::unavailable if
-// Redis cannot be reached (the backend is not created then).
+// Redis cannot be reached (the backend is not created then);
+// Errc::invalid_argument for a bad key_prefix (or other option).
 Result<std::unique_ptr<Backend>> open_redis_backend(const RedisOptions& options);
 
 // A Redis Cluster: `node` holds what every node connection uses (credentials,
-// timeouts, pool size per node, and the backend's chunking, TTL and
-// capacity); its host, port and db are ignored (a Cluster has db 0 only).
+// timeouts, pool size per node, and the backend's chunking, TTL, capacity
+// and key prefix); its host, port and db are ignored (a Cluster has db 0 only).
 struct RedisClusterOptions {
   RedisOptions node;
   std::vector<std::pair<std::string, int>> seeds;  // host, port: any nodes of the cluster

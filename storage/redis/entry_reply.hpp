@@ -1,7 +1,8 @@
 // Reading the redis backend's entries (storage/redis/backend.cpp and its
-// bounded read, storage/redis/range_read.cpp): the names of an entry's
-// keys, an entry from its meta hash's k_meta_fields values, and the EXEC
-// reply of a meta read; redis/reply.hpp reads the values themselves.
+// bounded read, storage/redis/range_read.cpp): an entry from its meta
+// hash's k_meta_fields values, and the EXEC reply of a meta read;
+// redis/reply.hpp reads the values themselves, storage/redis/key_scheme.hpp
+// names the keys.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -14,11 +15,6 @@
 #include "storage/backend.hpp"
 
 namespace kcache::storage::redisdb {
-
-// The entry's meta hash and the prefix of its chunk keys; both carry the
-// hash tag {<hex>}, so one slot of a Cluster holds the whole entry.
-inline std::string meta_key(const std::string& hex) { return "kcache:{" + hex + "}:meta"; }
-inline std::string chunk_prefix(const std::string& hex) { return "kcache:{" + hex + "}:chunk:"; }
 
 // Entry `hex` from the k_meta_fields values at r->element[first ...].
 Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first);

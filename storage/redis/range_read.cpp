@@ -13,10 +13,10 @@ using redis::num;
 using redis::RedisLink;
 using redis::str;
 
-Result<std::vector<std::uint8_t>> read_range_once(RedisLink& link, const std::string& key, std::uint64_t offset,
-                                                  std::uint64_t length, bool& replaced) {
+Result<std::vector<std::uint8_t>> read_range_once(RedisLink& link, const KeyScheme& ks, const std::string& key,
+                                                  std::uint64_t offset, std::uint64_t length, bool& replaced) {
   using Bytes = std::vector<std::uint8_t>;
-  std::string mk = meta_key(key), prefix = chunk_prefix(key);
+  std::string mk = ks.meta(key), prefix = ks.chunk_prefix(key);
   auto r = link.pipeline({{"MULTI"}, {"HMGET", mk, "size", "chunks", "created_ms"}, {"STRLEN", prefix + "0"}, {"EXEC"}});
   if (!r) return r.error();
   auto exec = exec_of_meta_read((*r)[3].get());

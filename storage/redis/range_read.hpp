@@ -15,10 +15,11 @@
 
 #include "common/result.hpp"
 #include "redis/link.hpp"
+#include "storage/redis/key_scheme.hpp"
 
 namespace kcache::storage::redisdb {
 
-Result<std::vector<std::uint8_t>> read_range_once(redis::RedisLink& link, const std::string& key, std::uint64_t offset,
-                                                  std::uint64_t length, bool& replaced);
+Result<std::vector<std::uint8_t>> read_range_once(redis::RedisLink& link, const KeyScheme& ks, const std::string& key,
+                                                  std::uint64_t offset, std::uint64_t length, bool& replaced);
 
 }  // namespace kcache::storage::redisdb

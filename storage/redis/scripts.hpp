@@ -1,8 +1,10 @@
 // The Lua scripts of the redis backend (key scheme: storage/redis/backend.hpp).
 //
-// Entry scripts take KEYS[1] = kcache:{<hex>}:meta and derive the entry's
-// other keys from it, so they touch only keys of that one hash tag (one
-// Cluster slot). Index scripts take the three kcache:{index}:* keys.
+// Entry scripts take KEYS[1] = <prefix>{<hex>}:meta and derive the entry's
+// other keys from it (dropping its "meta"), so they touch only keys of that
+// one hash tag (one Cluster slot) and of its prefix
+// (storage/redis/key_scheme.hpp). Index scripts take the four
+// <prefix>{index}:* keys.
 // Scripts run atomically, which is what makes publish-if-absent, the
 // all-chunks read and the index's counters race-free. The scripts avoid
 // multi-key commands where they can: while a Cluster migrates a slot, Redis
