@@ -11,7 +11,10 @@
 //    whole object or nothing.
 //  - Metadata (EntryMeta) is supplied by the caller from the *verified*
 //    manifest; the backend stores it beside the object and maintains size,
-//    created, last access and hits itself.
+//    created, last access, hits and pinned itself.
+//  - A pinned entry (set_pinned) is never evicted: not by evict() in any
+//    mode, nor by the backend's own capacity eviction (a put that finds no
+//    room but pinned entries is Errc::full). remove() still removes it.
 //  - Expected failures are values: Errc::not_found, timeout, unavailable,
 //    full, corrupt, io_error, invalid_argument (a malformed key). Nothing
 //    throws; only open_backend() reports configuration errors, as values too.
@@ -53,11 +56,14 @@ struct Entry {
   std::int64_t created_ms = 0;      // unix epoch milliseconds
   std::int64_t last_access_ms = 0;  // updated by get()
   std::uint64_t hits = 0;           // successful get()s
+  bool pinned = false;              // set_pinned(); persisted; never evicted
 };
 
 enum class PutOutcome { stored, already_present };
 
-enum class SortBy { key, size, last_access, hits, created };
+// value: entry_value() (storage/retention.hpp) at the time of the first
+// page (later pages, through the cursor, use the same instant).
+enum class SortBy { key, size, last_access, hits, created, value };
 
 struct ListQuery {
   std::string label_prefix;  // empty: any
@@ -68,6 +74,8 @@ struct ListQuery {
   bool descending = false;
   std::size_t limit = 1000;
   std::string cursor;  // opaque; from ListPage::next_cursor
+  // SortBy::value's half-life of hits (storage/retention.hpp); must be > 0.
+  std::int64_t value_window_ms = 7LL * 24 * 3600 * 1000;
 };
 
 struct ListPage {
@@ -81,10 +89,21 @@ struct Usage {
   std::uint64_t capacity_bytes = 0;  // 0: unlimited
 };
 
-// What to evict. Filters combine with AND; max_bytes then evicts the least
-// recently used matching entries until usage <= max_bytes.
+// Which matching entries go first when a limit (max_bytes, max_entries)
+// evicts: the least recently used, or the least valuable (entry_value(),
+// storage/retention.hpp; ties: the least recently used first).
+enum class EvictOrder { lru, value };
+
+// What to evict. Filters combine with AND; pinned entries never match.
+// max_bytes and max_entries then evict matching entries in `order` until
+// the store's usage <= max_bytes and its entry count <= max_entries (both
+// must hold when both are set); without either, every match is evicted.
 struct EvictPolicy {
   std::optional<std::uint64_t> max_bytes;
+  std::optional<std::uint64_t> max_entries;
+  EvictOrder order = EvictOrder::lru;
+  // EvictOrder::value's half-life of hits (storage/retention.hpp); must be > 0.
+  std::int64_t value_window_ms = 7LL * 24 * 3600 * 1000;
   std::optional<std::int64_t> older_than_ms;  // last access older than now - this
   std::string target;
   std::string mode;
@@ -149,6 +168,10 @@ class Backend {
   virtual Result<ListPage> list(const ListQuery& query) = 0;
   virtual Result<Usage> usage() = 0;
   virtual Result<EvictReport> evict(const EvictPolicy& policy) = 0;
+  // Pins (true) or unpins an entry: a pinned entry is never evicted (see the
+  // contract above). Persisted with the entry (disk: its sidecar; redis: its
+  // meta hash). Errc::not_found if absent, invalid_argument for a malformed key.
+  virtual Status set_pinned(const std::string& key, bool pinned) = 0;
   // Scrubs every object; with remove=true corrupt ones are quarantined or removed.
   virtual Result<VerifyReport> verify(const Verifier& verifier, bool remove) = 0;
   // Cheap reachability check for /readyz.
@@ -161,7 +184,25 @@ class Backend {
 
 // Opens a backend from a URI: "memory:", "disk:PATH", "redis://[user:pass@]host:port/db".
 // capacity_bytes (0 = unlimited) is the budget for put(): beyond it, the
-// backend evicts LRU entries (disk, memory) or returns Errc::full.
+// backend evicts unpinned LRU entries, or returns Errc::full when that is
+// not enough.
 Result<std::unique_ptr<Backend>> open_backend(const std::string& uri, std::uint64_t capacity_bytes);
+
+// Errc::invalid_argument unless `ns` is a namespace name: 1 to 63
+// characters of [a-z0-9_-], the first a letter or a digit.
+Status check_namespace_name(const std::string& ns);
+
+// The store of namespace `ns` beside the server's store `uri`:
+//   "default"              exactly open_backend(uri, capacity_bytes)
+//   memory:                a fresh memory backend of its own
+//   disk:ROOT              a disk store at ROOT/namespaces/<ns> (created);
+//                          the store at ROOT never looks inside namespaces/
+//   redis://, redis-cluster://  the same Redis, keys prefixed
+//                          "kcache:ns:<ns>:" (RedisOptions::key_prefix)
+// Each namespace is a store of its own: entries, usage, index, listing,
+// eviction and verify never cross. Errc::invalid_argument for a bad name or
+// URI; otherwise what opening the store reported.
+Result<std::unique_ptr<Backend>> open_namespace_backend(const std::string& uri, const std::string& ns,
+                                                        std::uint64_t capacity_bytes);
 
 }  // namespace kcache::storage

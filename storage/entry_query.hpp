@@ -6,9 +6,13 @@
 // thing on memory, disk and redis.
 //
 // Cursor: "<sort value>/<key>" of the last entry of the page (for SortBy::key
-// just "<key>"). The next page starts strictly after that position in the
-// (sort value, key) order, so entries added or removed between pages neither
-// repeat nor shift the rest. Cursors are opaque to callers.
+// just "<key>"; for SortBy::value "<value>@<at_ms>/<key>", where <value> is
+// value_order_key() of entry_value() and <at_ms> the instant the first page
+// computed values at: every later page computes them at that instant too,
+// so values that decay between pages neither repeat nor skip entries). The
+// next page starts strictly after that position in the (sort value, key)
+// order, so entries added or removed between pages neither repeat nor shift
+// the rest. Cursors are opaque to callers.
 // Thread safety: pure functions.
 #pragma once
 
@@ -35,24 +39,42 @@ bool matches(const Entry& e, const ListQuery& q);
 // index in place (storage/index_page.hpp).
 Result<ListPage> make_page(std::vector<Entry> all, const ListQuery& q);
 
-// A position in a list order: (sort value, key).
+// A position in a list order: (sort value, key); for SortBy::value also
+// the instant its values are computed at.
 struct ListPosition {
   std::int64_t value = 0;
   std::string key;
+  std::int64_t at_ms = 0;
 };
 
-// The query's cursor, nullopt without one; Errc::invalid_argument if bad.
+// The query's cursor, nullopt without one; Errc::invalid_argument if bad
+// (or, for SortBy::value, if value_window_ms is not positive).
 Result<std::optional<ListPosition>> parse_list_cursor(const ListQuery& q);
 
-// True if a comes before b in the query's order.
-bool list_before(const Entry& a, const Entry& b, const ListQuery& q);
+// A query's order: (sort value, key), ascending or descending; SortBy::value
+// computes values at `at_ms` (the cursor's, or now for a first page).
+struct ListOrder {
+  SortBy sort = SortBy::key;
+  bool descending = false;
+  std::int64_t at_ms = 0;
+  std::int64_t window_ms = 1;
 
-// True if e comes strictly after the cursor position in the query's order.
-bool after_cursor(const ListPosition& cursor, const Entry& e, const ListQuery& q);
+  // The entry's sort value in this order (SortBy::key has none: 0).
+  std::int64_t sort_value(const Entry& e) const;
+};
 
-// `sorted` (in the query's order, at most limit + 1 entries after the
-// cursor) as a page: the first `limit`, and a cursor if there were more.
-ListPage finish_page(std::vector<Entry> sorted, const ListQuery& q);
+ListOrder list_order(const ListQuery& q, const std::optional<ListPosition>& cursor);
+
+// True if (av, ak) comes before (bv, bk) in the order.
+bool list_before(std::int64_t av, const std::string& ak, std::int64_t bv, const std::string& bk,
+                 const ListOrder& o);
+
+// True if e, of sort value ev, comes strictly after the cursor position.
+bool after_cursor(const ListPosition& cursor, const Entry& e, std::int64_t ev, const ListOrder& o);
+
+// `sorted` (in the order, at most limit + 1 entries after the cursor) as a
+// page: the first `limit`, and a cursor if there were more.
+ListPage finish_page(std::vector<Entry> sorted, const ListQuery& q, const ListOrder& o);
 
 // Entries copied out of backends' indexes to answer list() since the
 // process started: a deterministic measure of a page's cost (/metrics
@@ -61,13 +83,18 @@ void note_entries_copied(std::uint64_t n);
 std::uint64_t index_entries_copied();
 
 // The entries `policy` evicts out of `all`, given the backend's current
-// total bytes. Filters (target, mode, label prefix, toolchain, older_than)
-// combine with AND; with max_bytes, the least recently used matching entries
-// are taken until the total is <= max_bytes; without it, every match.
-// A policy with no filter and no max_bytes is Errc::invalid_argument (it
-// would empty the cache by accident).
+// total bytes and entry count. Pinned entries are never taken. Filters
+// (target, mode, label prefix, toolchain, older_than) combine with AND; with
+// max_bytes and/or max_entries, matching entries are taken in the policy's
+// order (least recently used first, or least entry_value() at `now` first,
+// ties least recently used first) until the total is <= max_bytes and the
+// count <= max_entries; without either, every match.
+// A policy with no filter and no limit is Errc::invalid_argument (it would
+// empty the cache by accident), and so is EvictOrder::value with a
+// value_window_ms that is not positive.
 Result<EvictReport> select_for_eviction(std::vector<Entry> all, const EvictPolicy& policy,
-                                        std::uint64_t total_bytes, std::int64_t now);
+                                        std::uint64_t total_bytes, std::uint64_t total_entries,
+                                        std::int64_t now);
 
 // Least recently used first (ties by key): the order LRU eviction walks.
 void sort_lru(std::vector<Entry>& entries);

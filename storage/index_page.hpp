@@ -6,15 +6,17 @@
 //    at the cursor (upper_bound / lower_bound) and stops after limit + 1
 //    matches: O(limit + skipped non-matching entries) per page.
 //  - other orders: one pass over the index keeping the limit + 1 first
-//    entries after the cursor in a bounded heap of pointers: O(n log limit)
-//    comparisons per page, limit + 1 copies. The order is (value, key) as in entry_query.hpp,
-//    so cursors mean the same as make_page's.
+//    entries after the cursor in a bounded heap of (sort value, pointer):
+//    each entry's sort value computed once (SortBy::value's is not free),
+//    O(n log limit) comparisons per page, limit + 1 copies. The order is
+//    (value, key) as in entry_query.hpp, so cursors mean the same as make_page's.
 // Counted in storage::index_entries_copied() (entry_query.hpp).
 // Thread safety: the caller holds its index's lock for the call.
 #pragma once
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include "storage/entry_query.hpp"
@@ -26,6 +28,7 @@ template <typename Map, typename EntryOf>
 Result<ListPage> page_of_index(const Map& index, const ListQuery& q, EntryOf entry_of) {
   auto after = parse_list_cursor(q);
   if (!after) return after.error();
+  const ListOrder order = list_order(q, *after);
   const std::size_t want = (q.limit == 0 ? 1 : q.limit) + 1;  // one more tells whether there is a next page
   std::vector<Entry> out;
   out.reserve(std::min(want, index.size()));
@@ -48,29 +51,34 @@ Result<ListPage> page_of_index(const Map& index, const ListQuery& q, EntryOf ent
       }
     }
   } else {
-    // A max-heap, by the query's order, of pointers into the index (valid
-    // under the caller's lock): its top is the last entry kept. Only the
-    // entries that make the page are copied, at the end.
-    std::vector<const Entry*> heap;
+    // A max-heap, by the query's order, of (sort value, pointer into the
+    // index) (valid under the caller's lock): its top is the last entry
+    // kept. Only the entries that make the page are copied, at the end.
+    using Kept = std::pair<std::int64_t, const Entry*>;
+    std::vector<Kept> heap;
     heap.reserve(std::min(want, index.size()));
-    auto later = [&](const Entry* a, const Entry* b) { return list_before(*a, *b, q); };
+    auto later = [&](const Kept& a, const Kept& b) {
+      return list_before(a.first, a.second->key, b.first, b.second->key, order);
+    };
     for (const auto& [key, value] : index) {
       const Entry& e = entry_of(value);
-      if (!matches(e, q) || (*after && !after_cursor(**after, e, q))) continue;
+      if (!matches(e, q)) continue;
+      const Kept kept{order.sort_value(e), &e};
+      if (*after && !after_cursor(**after, e, kept.first, order)) continue;
       if (heap.size() == want) {
-        if (!list_before(e, *heap.front(), q)) continue;
+        if (!later(kept, heap.front())) continue;
         std::pop_heap(heap.begin(), heap.end(), later);
-        heap.back() = &e;
+        heap.back() = kept;
       } else {
-        heap.push_back(&e);
+        heap.push_back(kept);
       }
       std::push_heap(heap.begin(), heap.end(), later);
     }
     std::sort_heap(heap.begin(), heap.end(), later);
-    for (const Entry* e : heap) out.push_back(*e);
+    for (const Kept& k : heap) out.push_back(*k.second);
   }
   note_entries_copied(out.size());
-  return finish_page(std::move(out), q);
+  return finish_page(std::move(out), q, order);
 }
 
 }  // namespace kcache::storage

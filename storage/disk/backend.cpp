@@ -124,8 +124,35 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
 
   Status remove(const std::string& key) override {
     if (auto s = check_key(key); !s) return s.error();
-    if (!remove_entry(key, /*skip_if_reading=*/false)) return make_error(Errc::not_found, "no such object");
+    if (!remove_entry(key, /*for_eviction=*/false)) return make_error(Errc::not_found, "no such object");
     return Ok{};
+  }
+
+  // Written to the sidecar at once and durably (tmp/, fsync, rename, fsync
+  // of the directory), unlike the advisory stats: a pin that was answered
+  // Ok survives a crash. The key is busy meanwhile, so no eviction, removal
+  // or stats write-back of it interleaves.
+  Status set_pinned(const std::string& key, bool pinned) override {
+    if (auto s = check_key(key); !s) return s.error();
+    disk::Sidecar sc;
+    {
+      std::unique_lock lock(mu_);
+      busy_cv_.wait(lock, [&] { return busy_.count(key) == 0; });
+      auto it = index_.find(key);
+      if (it == index_.end()) return make_error(Errc::not_found, "no such object");
+      if (it->second.sc.entry.pinned == pinned) return Ok{};
+      sc = it->second.sc;
+      busy_.insert(key);
+    }
+    sc.entry.pinned = pinned;
+    bool replaced = false;
+    Status written = write_sidecar(sc, replaced);
+    if (replaced) {  // the sidecar says so now, even if its directory's fsync failed
+      std::lock_guard lock(mu_);
+      if (auto it = index_.find(key); it != index_.end()) it->second.sc.entry.pinned = pinned;
+    }
+    release(key);
+    return written;
   }
 
   Result<ListPage> list(const ListQuery& query) override {
@@ -139,17 +166,18 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
   }
 
   Result<EvictReport> evict(const EvictPolicy& policy) override {
-    std::uint64_t total;
+    std::uint64_t total, entries;
     {
       std::lock_guard lock(mu_);
       total = bytes_;
+      entries = index_.size();
     }
-    auto report = select_for_eviction(snapshot(true), policy, total, now_ms());
+    auto report = select_for_eviction(snapshot(true), policy, total, entries, now_ms());
     if (!report || policy.dry_run) return report;
     EvictReport done;
     for (const auto& key : report->keys) {
-      auto size = remove_entry(key, /*skip_if_reading=*/true);
-      if (!size) continue;  // removed meanwhile, or a read started
+      auto size = remove_entry(key, /*for_eviction=*/true);
+      if (!size) continue;  // removed meanwhile, a read started, or pinned
       done.keys.push_back(key);
       done.bytes += *size;
     }
@@ -296,19 +324,21 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
 
   // Takes `key` out of the index and marks it busy, so that its files can be
   // changed without the lock; returns its size. Nothing if absent. For
-  // eviction (skip_if_reading) also nothing if being read or busy: eviction
-  // runs inside put(), which holds its own key busy, so waiting here could
-  // deadlock two puts evicting each other's keys.
+  // eviction also nothing if being read, busy or pinned: eviction runs
+  // inside put(), which holds its own key busy, so waiting here could
+  // deadlock two puts evicting each other's keys; and the pin is checked
+  // here, under the lock, so a pin set after eviction chose the entry
+  // still holds.
   // With `generation`, only that copy of the key.
-  std::optional<std::uint64_t> claim_indexed(const std::string& key, bool skip_if_reading,
+  std::optional<std::uint64_t> claim_indexed(const std::string& key, bool for_eviction,
                                              std::optional<std::uint64_t> generation = std::nullopt) {
     std::unique_lock lock(mu_);
-    if (skip_if_reading && busy_.count(key) != 0) return std::nullopt;
+    if (for_eviction && busy_.count(key) != 0) return std::nullopt;
     busy_cv_.wait(lock, [&] { return busy_.count(key) == 0; });
     auto it = index_.find(key);
     if (it == index_.end()) return std::nullopt;
     if (generation && it->second.generation != *generation) return std::nullopt;
-    if (skip_if_reading && readers_.count(key) != 0) return std::nullopt;
+    if (for_eviction && (readers_.count(key) != 0 || it->second.sc.entry.pinned)) return std::nullopt;
     std::uint64_t size = it->second.sc.entry.size;
     bytes_ -= size;
     tallies_.remove(it->second.sc.entry);
@@ -327,8 +357,8 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
 
   // Sidecar first: without it the object is no longer an entry, even if we
   // crash before unlinking the object.
-  std::optional<std::uint64_t> remove_entry(const std::string& key, bool skip_if_reading) {
-    auto size = claim_indexed(key, skip_if_reading);
+  std::optional<std::uint64_t> remove_entry(const std::string& key, bool for_eviction) {
+    auto size = claim_indexed(key, for_eviction);
     if (!size) return std::nullopt;
     ::unlink(layout_.sidecar(key).c_str());
     ::unlink(layout_.object(key).c_str());
@@ -342,7 +372,7 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
            static_cast<double>(bytes_) > fraction * static_cast<double>(opts_.capacity_bytes);
   }
 
-  // Evicts LRU entries until usage + incoming fits within `target` bytes.
+  // Evicts unpinned LRU entries until usage + incoming fits within `target` bytes.
   bool evict_lru_to(std::uint64_t target, std::uint64_t incoming) {
     auto entries = snapshot(true);
     sort_lru(entries);
@@ -351,7 +381,7 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
         std::lock_guard lock(mu_);
         if (bytes_ + incoming <= target) return true;
       }
-      remove_entry(e.key, /*skip_if_reading=*/true);
+      if (!e.pinned) remove_entry(e.key, /*for_eviction=*/true);
     }
     std::lock_guard lock(mu_);
     return bytes_ + incoming <= target;
@@ -368,6 +398,24 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
       out.push_back(rec.sc.entry);
     }
     return out;
+  }
+
+  // Replaces the entry's sidecar with `sc`, durably; `replaced` tells
+  // whether the rename happened (an error after it is the directory's
+  // fsync). The key must be busy.
+  Status write_sidecar(const disk::Sidecar& sc, bool& replaced) {
+    const std::string& key = sc.entry.key;
+    std::string tmp = layout_.tmp() + "/" + key + "." + disk::random_token() + ".meta";
+    std::string text = encode_sidecar(sc);
+    auto data = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    if (auto s = disk::write_file_synced(tmp, data); !s) return s.error();
+    if (::rename(tmp.c_str(), layout_.sidecar(key).c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      return disk::errno_error("replace sidecar of " + key, err);
+    }
+    replaced = true;
+    return disk::fsync_dir(layout_.object_dir(key));
   }
 
   // Writes changed last access / hits back to the sidecars. Each new sidecar

@@ -6,6 +6,10 @@
 //   objects/ab/<hex>.meta      its sidecar (storage/disk/sidecar.hpp): the commit record
 //   tmp/                       temp files of puts in progress; emptied at open
 //   quarantine/<hex>.<ms>[.meta]  objects that failed verification
+//   namespaces/<ns>/           the stores of other namespaces, each a root of
+//                              this layout (open_namespace_backend): this
+//                              store never reads, counts, cleans or
+//                              quarantines anything under it
 //
 // put(): write tmp/<hex>.<token>.obj and .meta, fsync both, [fault hook],
 // link() the object into objects/ab/ (fails if present: never overwrites),
@@ -17,12 +21,14 @@
 // Errc::corrupt. Later reads are not hashed (clients verify every bundle).
 // Eviction: with a capacity, a background thread evicts LRU entries once
 // usage passes high_watermark * capacity, down to low_watermark * capacity;
-// a put that would overflow the capacity evicts synchronously first. Entries
-// being read are never chosen, and a read that already opened its file
+// a put that would overflow the capacity evicts synchronously first (and is
+// Errc::full if that cannot make room). Entries being read and pinned
+// entries are never chosen, and a read that already opened its file
 // finishes even if the file is unlinked (POSIX keeps the inode alive until
 // the last descriptor closes).
 // Last access and hit counts live in memory and are written back to the
 // sidecars every stats_flush_interval and at close (advisory, not fsynced).
+// A pin (set_pinned) is written to the sidecar at once, durably.
 // Thread safety: every method may be called concurrently.
 #pragma once
 

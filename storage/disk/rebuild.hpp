@@ -1,5 +1,7 @@
 // Startup of the disk backend: creates the layout, empties tmp/, and
-// rebuilds the index by reading every sidecar under objects/.
+// rebuilds the index by reading every sidecar under objects/. It reads
+// nothing else under the root: namespaces/ (other stores, each opened and
+// rebuilt on its own) is never looked into.
 //
 // Incomplete puts are repaired: an object without a sidecar, or a sidecar
 // without its object, is deleted. A sidecar that does not parse, or whose

@@ -22,6 +22,7 @@ std::string encode_sidecar(const Sidecar& s) {
       {"dtype", e.meta.dtype},
       {"toolchain", e.meta.toolchain},
       {"compile_ms", e.meta.compile_ms},
+      {"pinned", e.pinned},
   };
   return j.dump();
 }
@@ -46,6 +47,7 @@ Result<Sidecar> decode_sidecar(const std::string& text) {
     e.meta.dtype = j.at("dtype").get<std::string>();
     e.meta.toolchain = j.at("toolchain").get<std::string>();
     e.meta.compile_ms = j.at("compile_ms").get<std::uint64_t>();
+    e.pinned = j.contains("pinned") && j.at("pinned").get<bool>();  // absent before pins existed
     if (!keys::is_key_hex(e.key) || !keys::is_key_hex(s.sha256)) {
       return make_error(Errc::corrupt, "sidecar key or sha256 malformed");
     }

@@ -4,8 +4,10 @@
 //
 //   {"v":1,"key":..,"size":..,"sha256":..,"created_ms":..,"last_access_ms":..,
 //    "hits":..,"label":..,"target":..,"mode":..,"dtype":..,"toolchain":..,
-//    "compile_ms":..}
+//    "compile_ms":..,"pinned":..}
 //
+// "pinned" (Backend::set_pinned) came later: a sidecar without it is an
+// unpinned entry, so a store written before it opens unchanged.
 // sha256 is of the object's bytes, computed at put time and checked on the
 // first read after the put or a restart, and by verify().
 // Thread safety: pure functions.

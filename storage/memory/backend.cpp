@@ -63,7 +63,9 @@ class MemoryBackend final : public Backend, public KeepsBreakdown {
     auto data = std::make_shared<const Bytes>(bytes);  // copy outside the lock
     std::lock_guard lock(mu_);
     if (objects_.count(key) != 0) return PutOutcome::already_present;
-    if (capacity_ != 0 && bytes_ + bytes.size() > capacity_) make_room_locked(bytes.size());
+    if (capacity_ != 0 && bytes_ + bytes.size() > capacity_ && !make_room_locked(bytes.size())) {
+      return make_error(Errc::full, "memory capacity reached and only pinned entries left to evict");
+    }
     Slot slot;
     slot.data = std::move(data);
     slot.entry.key = key;
@@ -95,10 +97,19 @@ class MemoryBackend final : public Backend, public KeepsBreakdown {
 
   Result<EvictReport> evict(const EvictPolicy& policy) override {
     std::lock_guard lock(mu_);
-    auto report = select_for_eviction(snapshot_locked(), policy, bytes_, now_ms());
+    auto report = select_for_eviction(snapshot_locked(), policy, bytes_, objects_.size(), now_ms());
     if (!report || policy.dry_run) return report;
     for (const auto& key : report->keys) erase_locked(key);
     return report;
+  }
+
+  Status set_pinned(const std::string& key, bool pinned) override {
+    if (auto s = check_key(key); !s) return s.error();
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return make_error(Errc::not_found, "no such object");
+    it->second.entry.pinned = pinned;
+    return Ok{};
   }
 
   Result<VerifyReport> verify(const Verifier& verifier, bool remove) override {
@@ -159,14 +170,16 @@ class MemoryBackend final : public Backend, public KeepsBreakdown {
     return true;
   }
 
-  // Evicts LRU entries until `incoming` more bytes fit. REQUIRES: mu_ held.
-  void make_room_locked(std::uint64_t incoming) {
+  // Evicts unpinned LRU entries until `incoming` more bytes fit; false if
+  // they do not even then. REQUIRES: mu_ held.
+  bool make_room_locked(std::uint64_t incoming) {
     auto entries = snapshot_locked();
     sort_lru(entries);
     for (const Entry& e : entries) {
       if (bytes_ + incoming <= capacity_) break;
-      erase_locked(e.key);
+      if (!e.pinned) erase_locked(e.key);
     }
+    return bytes_ + incoming <= capacity_;
   }
 
   const std::uint64_t capacity_;

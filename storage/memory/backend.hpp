@@ -1,8 +1,9 @@
 // MemoryBackend: objects in process memory, for tests and as a hot tier.
 //
 // Contract: the Backend contract (storage/backend.hpp). Nothing persists.
-// With a capacity, put() evicts least recently used entries synchronously
-// until the new object fits; an object larger than the capacity is
+// With a capacity, put() evicts least recently used unpinned entries
+// synchronously until the new object fits; an object larger than the
+// capacity, or one that does not fit beside the pinned entries, is
 // Errc::full. Objects live in shared immutable buffers, so eviction never
 // disturbs a get() in progress. No checksum is kept (memory does not rot
 // the way disks do); verify() runs the caller's Verifier and removes what

@@ -128,6 +128,15 @@ class RedisBackend : public Backend {
     return Ok{};
   }
 
+  // One script on the entry's meta hash: no pin lands on an absent entry.
+  Status set_pinned(const std::string& key, bool pinned) override {
+    if (auto s = check_key(key); !s) return s.error();
+    auto r = link_->command({"EVAL", redisdb::k_pin_script, "1", keys_.meta(key), pinned ? "1" : "0"});
+    if (!r) return r.error();
+    if (num(r->get()) == 0) return make_error(Errc::not_found, "no such object");
+    return Ok{};
+  }
+
   // Key order (the default, and what `kcache ls`, stats and transfers page
   // by) reads the keys zset from the cursor on, a batch at a time, until
   // limit + 1 entries match: a page costs what it shows plus what its
@@ -154,13 +163,13 @@ class RedisBackend : public Backend {
     if (!all) return all.error();
     auto u = usage();
     if (!u) return u.error();
-    auto report = select_for_eviction(std::move(*all), policy, u->bytes, now_ms());
+    auto report = select_for_eviction(std::move(*all), policy, u->bytes, u->entries, now_ms());
     if (!report || policy.dry_run) return report;
     EvictReport done;
     for (const auto& key : report->keys) {
-      auto size = delete_entry(key, "");
+      auto size = delete_entry(key, "", /*spare_pinned=*/true);
       if (!size) return size.error();
-      if (*size < 0) continue;
+      if (*size < 0) continue;  // removed meanwhile, or pinned since
       done.keys.push_back(key);
       done.bytes += static_cast<std::uint64_t>(*size);
     }
@@ -323,14 +332,25 @@ class RedisBackend : public Backend {
   }
 
   // Deletes the entry (if its sha256 is `sha`, or any with ""), then drops it
-  // from the index. Returns its size, or -1 if there was none.
-  Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha) {
+  // from the index. Returns its size, -1 if there was none, -2 if it was
+  // pinned and `spare_pinned` (eviction) spared it: then it stays indexed,
+  // so the index update waits for the delete's answer (one more round trip).
+  Result<std::int64_t> delete_entry(const std::string& key, const std::string& sha, bool spare_pinned = false) {
     std::string mk = keys_.meta(key);
-    auto r = link_->pipeline({{"EVAL", redisdb::k_delete_script, "1", mk, sha},
-                              {"EVAL", redisdb::k_index_remove_script, "4", keys_.lru(), keys_.sizes(), keys_.usage(),
-                               keys_.keys(), key}});
+    Args del = {"EVAL", redisdb::k_delete_script, "1", mk, sha, spare_pinned ? "1" : "0"};
+    Args unindex = {"EVAL", redisdb::k_index_remove_script, "4", keys_.lru(), keys_.sizes(), keys_.usage(), keys_.keys(),
+                    key};
+    if (!spare_pinned) {
+      auto r = link_->pipeline({del, unindex});
+      if (!r) return r.error();
+      return num((*r)[0].get());
+    }
+    auto r = link_->command(del);
     if (!r) return r.error();
-    return num((*r)[0].get());
+    const std::int64_t size = num(r->get());
+    if (size == -2) return size;
+    if (auto u = link_->command(unindex); !u) return u.error();
+    return size;
   }
 
   // Adds entries whose publish landed but whose index update did not
@@ -352,19 +372,27 @@ class RedisBackend : public Backend {
     return Ok{};
   }
 
-  // Deletes least recently used entries until `incoming` more bytes fit.
+  // Deletes least recently used unpinned entries until `incoming` more
+  // bytes fit. Pinned entries are passed over: they stay at the old end of
+  // the LRU order, so the next batch starts after the ones already passed
+  // (each costs a script call per make_room that reaches it).
   Status make_room(std::uint64_t incoming) {
+    std::int64_t passed = 0;  // pinned entries at the old end of the LRU order
     for (;;) {
       auto u = usage();
       if (!u) return u.error();
       std::uint64_t bytes = u->bytes;
       if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
-      auto oldest = link_->command({"ZRANGE", keys_.lru(), "0", "15"});
+      auto oldest = link_->command({"ZRANGE", keys_.lru(), std::to_string(passed), std::to_string(passed + 15)});
       if (!oldest) return oldest.error();
-      if ((*oldest)->elements == 0) return make_error(Errc::full, "redis capacity reached");
+      if ((*oldest)->elements == 0) {
+        return make_error(Errc::full, passed > 0 ? "redis capacity reached and only pinned entries left to evict"
+                                                 : "redis capacity reached");
+      }
       for (std::size_t i = 0; i < (*oldest)->elements; ++i) {
-        auto d = delete_entry(str((*oldest)->element[i]), "");
+        auto d = delete_entry(str((*oldest)->element[i]), "", /*spare_pinned=*/true);
         if (!d) return d.error();
+        if (*d == -2) passed++;
         if (*d > 0) bytes -= std::min(bytes, static_cast<std::uint64_t>(*d));
         if (bytes + incoming <= opts_.capacity_bytes) return Ok{};
       }

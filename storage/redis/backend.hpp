@@ -7,11 +7,13 @@
 // slot; the four index keys share the tag {index}, so one slot too). Every
 // name starts with key_prefix, <P> below ("kcache:" by default, which gives
 // the names of a store from before prefixes; "kcache:ns:<ns>:" for a
-// namespace); the prefix holds no brace, so the tag is always the first
-// pair of braces (storage/redis/key_scheme.hpp):
+// namespace, open_namespace_backend); the prefix holds no brace, so the tag
+// is always the first pair of braces (storage/redis/key_scheme.hpp):
 //   <P>{<hex>}:meta                     hash: size sha256 chunks created_ms
 //                                        last_access_ms hits label target mode
-//                                        dtype toolchain compile_ms
+//                                        dtype toolchain compile_ms [pinned]
+//                                        (pinned "1"/"0", written by
+//                                        set_pinned only: absent is unpinned)
 //   <P>{<hex>}:chunk:<N>                the object, in chunk_bytes pieces
 //   <P>{<hex>}:tmp:<token>:<N>          a put's chunks before publish (PX temp_ttl)
 //   <P>{<hex>}:sync                     a 10 s marker a durable put of an entry
@@ -45,6 +47,8 @@
 // reset) or Errc::timeout (no answer within op_timeout).
 // open ignores SIGPIPE process-wide: hiredis 0.14 writes with write(), and a
 // write to a reset socket would otherwise kill the process.
+// Capacity eviction (a put beyond capacity_bytes) deletes the least recently
+// used unpinned entries; a pin is checked in the delete script itself.
 // Thread safety: every method may be called concurrently.
 #pragma once
 

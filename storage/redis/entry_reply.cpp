@@ -22,6 +22,7 @@ Entry parse_entry(const std::string& hex, const redisReply* r, std::size_t first
   e.meta.dtype = str(f(9));
   e.meta.toolchain = str(f(10));
   e.meta.compile_ms = static_cast<std::uint64_t>(num(f(11)));
+  e.pinned = num(f(12)) == 1;  // nil (never pinned) reads 0
   return e;
 }
 

@@ -38,6 +38,7 @@ Status backfill_key_order(RedisLink& link, const KeyScheme& ks) {
 Result<ListPage> page_by_key(RedisLink& link, const KeyScheme& ks, const ListQuery& q) {
   auto cursor = parse_list_cursor(q);
   if (!cursor) return cursor.error();
+  const ListOrder order = list_order(q, *cursor);
   const std::size_t want = q.limit + 1;
   const std::size_t batch = std::clamp<std::size_t>(want, 64, 1024);  // a page without filters: one batch
   std::string from = *cursor ? "(" + (*cursor)->key : (q.descending ? "+" : "-");
@@ -64,7 +65,7 @@ Result<ListPage> page_by_key(RedisLink& link, const KeyScheme& ks, const ListQue
     from = "(" + keys.back();
   }
   note_entries_copied(copied);
-  return finish_page(std::move(page), q);
+  return finish_page(std::move(page), q, order);
 }
 
 Result<std::vector<Entry>> all_entries(RedisLink& link, const KeyScheme& ks) {

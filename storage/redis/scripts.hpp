@@ -13,11 +13,12 @@
 
 namespace kcache::storage::redisdb {
 
-// The meta fields, in the order reads ask for them.
+// The meta fields, in the order reads ask for them. "pinned" ("1" or "0",
+// set_pinned) came later and is written only by a pin: absent is unpinned.
 inline constexpr const char* k_meta_fields[] = {
     "size", "sha256", "chunks", "created_ms", "last_access_ms", "hits",
-    "label", "target", "mode", "dtype", "toolchain", "compile_ms"};
-inline constexpr int k_meta_field_count = 12;
+    "label", "target", "mode", "dtype", "toolchain", "compile_ms", "pinned"};
+inline constexpr int k_meta_field_count = 13;
 
 // ARGV: token, chunk count, then field/value pairs for the meta hash.
 // Returns 1 stored, 0 already present (temps dropped), -1 a temp chunk expired.
@@ -56,16 +57,29 @@ redis.call('HSET', KEYS[1], 'last_access_ms', ARGV[1])
 return 1
 )lua";
 
-// ARGV: the sha256 the caller saw, or "" for any. Deletes meta and chunks.
-// Returns the size, or -1 if absent (or replaced by an entry with another sha).
+// ARGV: the sha256 the caller saw, or "" for any; "1" to spare a pinned
+// entry (eviction), "0" not to (remove, corruption). Deletes meta and
+// chunks. Returns the size, -1 if absent (or replaced by an entry with
+// another sha), -2 if spared because pinned: the pin is checked in the same
+// atomic step as the delete, so a pin set after eviction chose the entry
+// still holds.
 inline constexpr const char* k_delete_script = R"lua(
-local m = redis.call('HMGET', KEYS[1], 'chunks', 'size', 'sha256')
+local m = redis.call('HMGET', KEYS[1], 'chunks', 'size', 'sha256', 'pinned')
 if not m[1] then return -1 end
 if ARGV[1] ~= '' and m[3] ~= ARGV[1] then return -1 end
+if ARGV[2] == '1' and m[4] == '1' then return -2 end
 local prefix = string.sub(KEYS[1], 1, -5)
 for i = 0, tonumber(m[1]) - 1 do redis.call('DEL', prefix .. 'chunk:' .. i) end
 redis.call('DEL', KEYS[1])
 return tonumber(m[2])
+)lua";
+
+// Pins ("1") or unpins ("0") the entry if it exists. ARGV: "1" or "0".
+// Returns 1, or 0 if absent.
+inline constexpr const char* k_pin_script = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'pinned', ARGV[1])
+return 1
 )lua";
 
 // KEYS: lru zset, sizes hash, usage hash, keys zset (every member at

@@ -84,6 +84,14 @@ class StorageConformance : public ::testing::TestWithParam<std::string> {
     return b ? std::move(b.value()) : nullptr;
   }
 
+  // The URI open_backend() opens this case's store from (the disk store is
+  // the fixture's dir_/store).
+  std::string uri() {
+    if (GetParam() == "memory") return "memory:";
+    if (GetParam() == "disk") return "disk:" + dir_.path() + "/store";
+    return redis_server().url();
+  }
+
   // Flips the object's byte at offset 5 in the store itself.
   void corrupt_stored(const std::string& key) {
     if (GetParam() == "disk") {
