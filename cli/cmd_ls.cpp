@@ -51,7 +51,7 @@ Status run_ls(const Context& ctx, Api& api, LsOptions o) {
            format_duration(static_cast<double>(now - e.value("created_ms", 0ll)) / 1000),
            format_ago(e.value("last_access_ms", 0ll), now), std::to_string(e.value("hits", 0ull)),
            format_duration(static_cast<double>(e.value("compile_ms", 0ull)) / 1000),
-           fixed(e.value("value", 0.0) * 1048576.0), e.value("pinned", false) ? "yes" : "",
+           fixed(e.value("value", 0.0) * 1048576.0), e.value("pinned", false) ? "yes" : "-",
            e.value("toolchain", "")});
   }
   if (!t.empty()) t.print(std::cout);
