@@ -14,7 +14,7 @@
 //        "quota_entries": 100000,           // absent/0: none
 //        "trust": {"uploads": "signed", "keys": ["/etc/kcache/ci.pub"]},
 //                                           // "any" (default) or "signed"
-//        "retention": {"policy": "value", "window": "7d"},  // or "lru"
+//        "retention": {"policy": "value", "window": "1d"},  // or "lru"
 //        "read_through": ["ci"]             // other namespaces, read-only
 //      }, …}}
 // Names: 1–63 characters of [a-z0-9_-], starting with a letter or digit.
@@ -50,7 +50,7 @@ struct NamespaceSpec {
   bool signed_only = false;
   std::vector<std::string> trusted_key_files;  // absolute paths
   RetentionPolicy retention = RetentionPolicy::value;
-  std::int64_t value_window_ms = 7LL * 24 * 3600 * 1000;
+  std::int64_t value_window_ms = 24LL * 3600 * 1000;  // a day: bench/retention/README.md
   std::vector<std::string> read_through;  // namespace names, in lookup order
 };
 

@@ -35,15 +35,16 @@ Entry entry(std::uint64_t compile_ms, std::uint64_t size, std::uint64_t hits, st
 }
 
 TEST(EntryValue, IsTheDocumentedFormula) {
-  // compile_seconds × (1 + hits × 2^(−age/window)) / max(size, 1)
+  // compile_seconds × (1 + hits) × 2^(−age/window) / max(size, 1)
   EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 0, 0), k_now, k_day), 2.0 / 1000);
   EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, 0), k_now, k_day), 2.0 * 5 / 1000);
-  EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, k_day), k_now, k_day), 2.0 * 3 / 1000) << "one half-life";
-  EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, 2 * k_day), k_now, k_day), 2.0 * 2 / 1000);
+  EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, k_day), k_now, k_day), 2.0 * 2.5 / 1000) << "one half-life";
+  EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, 2 * k_day), k_now, k_day), 2.0 * 1.25 / 1000);
+  EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 0, k_day), k_now, k_day), 1.0 / 1000) << "unread entries age too";
   EXPECT_DOUBLE_EQ(entry_value(entry(2000, 1000, 4, -k_day), k_now, k_day), 2.0 * 5 / 1000) << "age is at least 0";
   EXPECT_DOUBLE_EQ(entry_value(entry(1500, 0, 0, 0), k_now, k_day), 1.5) << "size counts as at least 1";
   EXPECT_EQ(entry_value(entry(0, 1000, 99, 0), k_now, k_day), 0.0) << "nothing to save";
-  EXPECT_DOUBLE_EQ(entry_value(entry(1000, 1, 1, 5), k_now, 0), 1.0 * (1 + std::exp2(-5.0))) << "window <= 0: 1 ms";
+  EXPECT_DOUBLE_EQ(entry_value(entry(1000, 1, 1, 5), k_now, 0), 1.0 * 2 * std::exp2(-5.0)) << "window <= 0: 1 ms";
   double v = entry_value(entry(std::numeric_limits<std::uint64_t>::max(), 1, std::numeric_limits<std::uint64_t>::max(), 0),
                          k_now, k_day);
   EXPECT_TRUE(std::isfinite(v));
