@@ -24,7 +24,7 @@ void History::miss(const std::string& ns, const std::string& key, std::int64_t n
   std::lock_guard lock(mu_);
   Ring& r = rings_[ns];
   ++bucket(r, now_ms).misses;
-  r.misses.emplace_front(key, now_ms);
+  r.misses.push_front(Miss{key, now_ms, {}});
   if (r.misses.size() > k_recent_misses) r.misses.pop_back();
 }
 
@@ -49,11 +49,30 @@ History::Series History::series(const std::string& ns, std::int64_t now_ms) cons
   return s;
 }
 
-std::vector<std::pair<std::string, std::int64_t>> History::recent_misses(const std::string& ns) const {
+std::vector<History::Miss> History::recent_misses(const std::string& ns) const {
   std::lock_guard lock(mu_);
   auto it = rings_.find(ns);
   if (it == rings_.end()) return {};
   return {it->second.misses.begin(), it->second.misses.end()};
+}
+
+bool History::awaits_explanation(const std::string& ns, const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = rings_.find(ns);
+  if (it == rings_.end()) return false;
+  for (const auto& m : it->second.misses) {
+    if (m.key == key && m.explanation.empty()) return true;
+  }
+  return false;
+}
+
+void History::explain_miss(const std::string& ns, const std::string& key, std::string explanation) {
+  std::lock_guard lock(mu_);
+  auto it = rings_.find(ns);
+  if (it == rings_.end()) return;
+  for (auto& m : it->second.misses) {
+    if (m.key == key && m.explanation.empty()) m.explanation = explanation;
+  }
 }
 
 void History::remember_cost(const std::string& scoped_key, std::uint64_t compile_ms) {

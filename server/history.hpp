@@ -42,8 +42,18 @@ class History {
   };
   // The last k_minutes minutes, oldest first; the last is the current one.
   Series series(const std::string& ns, std::int64_t now_ms) const;
-  // Newest first: (key, time ms).
-  std::vector<std::pair<std::string, std::int64_t>> recent_misses(const std::string& ns) const;
+  struct Miss {
+    std::string key;
+    std::int64_t time_ms = 0;
+    // Set once the region is uploaded (server/http/miss_explain.hpp): the
+    // key fields that differ from the nearest stored entry, as JSON text.
+    std::string explanation;
+  };
+  // Newest first.
+  std::vector<Miss> recent_misses(const std::string& ns) const;
+  // Whether `key` is among ns's recent misses not explained yet.
+  bool awaits_explanation(const std::string& ns, const std::string& key) const;
+  void explain_miss(const std::string& ns, const std::string& key, std::string explanation);
 
   void remember_cost(const std::string& scoped_key, std::uint64_t compile_ms);
   std::optional<std::uint64_t> cost(const std::string& scoped_key) const;
@@ -55,7 +65,7 @@ class History {
   };
   struct Ring {
     std::array<Bucket, k_minutes> buckets{};
-    std::deque<std::pair<std::string, std::int64_t>> misses;  // newest first
+    std::deque<Miss> misses;  // newest first
   };
   Bucket& bucket(Ring& r, std::int64_t now_ms);  // REQUIRES: mu_ held
 

@@ -9,6 +9,7 @@
 
 #include "server/http/bundle_check.hpp"
 #include "server/http/handlers.hpp"
+#include "server/http/miss_explain.hpp"
 #include "server/http/upload_spool.hpp"
 #include "server/parse_uint.hpp"
 #include "server/services.hpp"
@@ -262,6 +263,12 @@ asio::awaitable<Response> handle_put(Services& s, Request& req, const NamespaceP
       }
     }
     if (o.put && *o.put) {
+      // A region a GET here missed lately: which key fields differ from
+      // the nearest stored entry (server/http/miss_explain.hpp, the web page).
+      if (**o.put == storage::PutOutcome::stored && s.history.awaits_explanation(ns->name(), key)) {
+        s.history.explain_miss(ns->name(), key,
+                               explain_miss(*ns->store, key, o.checked->meta.label, o.checked->explanation).dump());
+      }
       if (lease_token) o.released = s.leases.release(skey, *lease_token) == LeaseOutcome::ok;
       // Waiters on this key, on this replica and every other, look again.
       s.landings.publish(skey);

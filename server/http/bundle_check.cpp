@@ -78,6 +78,17 @@ storage::EntryMeta meta_from_manifest(const nlohmann::json& manifest) {
   return meta;
 }
 
+static nlohmann::json explanation_of(const nlohmann::json& manifest) {
+  auto ex = manifest.find("explanation");
+  if (ex == manifest.end()) return nullptr;
+  if (ex->is_object()) return *ex;
+  if (ex->is_string()) {
+    auto parsed = nlohmann::json::parse(ex->get<std::string>(), nullptr, false);
+    if (parsed.is_object()) return parsed;
+  }
+  return nullptr;
+}
+
 Result<CheckedUpload> check_upload(const std::string& key, std::span<const std::uint8_t> bytes,
                                    std::uint64_t max_bundle_bytes, const SignaturePolicy& signatures) {
   artifact::ReadLimits limits;
@@ -105,7 +116,7 @@ Result<CheckedUpload> check_upload(const std::string& key, std::span<const std::
     return make_error(Errc::key_mismatch, "the bundle's manifest names key '" + clean(embedded).substr(0, 64) +
                                               "', not the key in the path");
   }
-  return CheckedUpload{meta_from_manifest(manifest), digest_hex};
+  return CheckedUpload{meta_from_manifest(manifest), digest_hex, explanation_of(manifest)};
 }
 
 bool bundle_matches_key(const std::string& key, const std::vector<std::uint8_t>& bytes) {

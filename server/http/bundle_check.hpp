@@ -39,6 +39,7 @@ inline constexpr std::size_t k_max_meta_chars = 256;
 struct CheckedUpload {
   storage::EntryMeta meta;
   std::string digest_hex;  // the bundle's SHA-256 trailer
+  nlohmann::json explanation;  // the manifest's key explanation (docs/keys.md); null when absent
 };
 
 // Signatures on uploads. trust == nullptr: not checked. Otherwise a signed

@@ -67,7 +67,11 @@ json card(Services& s, const Namespace& ns, const std::vector<LeaseInfo>& leases
   }
   c["top"] = std::move(top);
   json misses = json::array();
-  for (const auto& [key, t] : s.history.recent_misses(ns.name())) misses.push_back({{"key", key}, {"time_ms", t}});
+  for (const auto& m : s.history.recent_misses(ns.name())) {
+    misses.push_back({{"key", m.key},
+                      {"time_ms", m.time_ms},
+                      {"explained", m.explanation.empty() ? json(nullptr) : json::parse(m.explanation, nullptr, false)}});
+  }
   c["recent_misses"] = std::move(misses);
   const std::string prefix = scoped_key(ns.name(), "");
   json ls = json::array();

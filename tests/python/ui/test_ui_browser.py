@@ -100,6 +100,7 @@ return {
     labels: all(c, 'table.top td.label', text),
     top_keys: all(c, 'table.top td.key', (e) => e.title),
     miss_keys: all(c, 'table.misses td.key', (e) => e.title),
+    miss_fields: all(c, 'table.misses td.differing', text),
     lease_keys: all(c, 'table.leases td.key', (e) => e.title),
     leases: text(c.querySelector('table.leases')),
   })),
@@ -113,6 +114,18 @@ def test_page_shows_the_workload(ui_server, browser):
     srv = ui_server
     did = {"team-a": workload(srv, "team-a", REGIONS_A, gets_each=3, misses=2),
            "team-b": workload(srv, "team-b", REGIONS_B, gets_each=2, misses=3)}
+    # A miss explained: one of team-a's missed keys is then compiled and
+    # uploaded under a stored region's label, its key explanation differing
+    # from that region's in one field (a "target" the stored one lacks).
+    from harness.bundles import make_bundle, manifest_for
+    explained = did["team-a"]["missed"][0]
+    label = next(iter(REGIONS_A))
+    explanation = manifest_for(explained, label=label)["explanation"]
+    explanation["fields"]["target"] = {"hash": "ee" * 32, "size": 17, "value": '{"isa": "avx2"}'}
+    status, _, body = srv.http("PUT", f"/v1/artifacts/{explained}",
+                               make_bundle(explained, label=label, explanation=explanation),
+                               {"X-Kcache-Namespace": "team-a", "Content-Type": "application/octet-stream"})
+    assert status == 201, body
     # A compile in flight in team-b: a lease taken and not yet released.
     leased = secrets.token_hex(32)
     status, _, body = srv.http("POST", f"/v1/leases/{leased}",
@@ -130,6 +143,10 @@ def test_page_shows_the_workload(ui_server, browser):
     for ns, d in did.items():  # the server counted the workload
         assert (by_name[ns]["hour"]["hits"], by_name[ns]["hour"]["misses"]) == (d["hits"], d["misses"]), by_name[ns]["hour"]
         assert by_name[ns]["day"]["compile_s_saved"] == pytest.approx(d["saved"], rel=1e-6)
+    why = {m["key"]: m["explained"] for m in by_name["team-a"]["recent_misses"]}
+    assert why[explained]["nearest"] == did["team-a"]["keys"][label], why[explained]
+    assert [f["field"] for f in why[explained]["differing"]] == ["target"], why[explained]
+    assert why[did["team-a"]["missed"][1]] is None  # never uploaded: nothing to compare yet
 
     browser.get(f"{srv.url}/ui")
     WebDriverWait(browser, 30).until(
@@ -151,16 +168,20 @@ def test_page_shows_the_workload(ui_server, browser):
         assert c["bars"]["hour"] >= c["plots"]["hour"] and c["bars"]["day"] == c["plots"]["day"]
         # The top regions: every uploaded label, with its key.
         regions = REGIONS_A if ns == "team-a" else REGIONS_B
-        assert sorted(c["labels"]) == sorted(regions), c["labels"]
-        assert sorted(c["top_keys"]) == sorted(d["keys"].values())
+        assert set(c["labels"]) == set(regions), c["labels"]
+        assert set(c["top_keys"]) == set(d["keys"].values()) | ({explained} if ns == "team-a" else set())
         # The hit ratio the server reports, as the page prints it.
         for window in ("hour", "day"):
             w = by_name[ns][window]
             assert w["hit_ratio"] == pytest.approx(d["hits"] / (d["hits"] + d["misses"]))
             shown = c["kpis"][f"hit-ratio-{window}"]
             assert shown == f"{w['hit_ratio'] * 100:.1f}%", (ns, window, shown, w)
-        # The recent misses: the keys asked for and never stored.
+        # The recent misses: the keys asked for (one of team-a's since uploaded).
         assert sorted(c["miss_keys"]) == sorted(d["missed"])
+    # Why the explained one missed, as the page shows it: the differing field, the other not uploaded yet.
+    fields = dict(zip(cards["team-a"]["miss_keys"], cards["team-a"]["miss_fields"]))
+    assert fields[explained].startswith("target") and "vs" in fields[explained], fields
+    assert fields[did["team-a"]["missed"][1]] == "not uploaded yet", fields
     # Usage against the quota: team-a has a byte quota, team-b an entry quota only.
     assert "of 1.00 GiB" in cards["team-a"]["usage"], cards["team-a"]["usage"]
     assert "no quota" in cards["team-b"]["usage"] and "of 1,000" in cards["team-b"]["usage"], cards["team-b"]["usage"]
