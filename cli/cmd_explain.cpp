@@ -42,7 +42,12 @@ Result<Side> stored_side(Api& api, const std::string& text) {
   }
   auto expl = explanation_from_json(manifest, "stored entry " + *key);
   if (!expl) return make_error(Errc::corrupt, expl.error().message);
-  return Side{"stored entry", std::move(*expl), {}};
+  // An entry this namespace reads through to another (docs/namespaces.md).
+  std::string source = "stored entry";
+  if (body->value("read_through", false)) {
+    source += " in namespace " + body->value("namespace", "?") + ", read through";
+  }
+  return Side{source, std::move(*expl), {}};
 }
 
 json side_json(const Side& s) {
@@ -103,7 +108,16 @@ Status search(const Context& ctx, Api& api, const Side& subject) {
   bool stored = false;
   auto found = candidates_for(api, subject.expl, &stored);
   if (!found) return found.error();
-  if (found->empty() && !stored) {
+  // Not in this namespace: a namespace it reads through to may hold it.
+  std::string through;
+  if (!stored) {
+    auto r = api.raw("GET", "/v1/entries/" + subject.expl.key);
+    if (r && r->status == 200) {
+      auto j = json::parse(r->body, nullptr, false);
+      if (j.is_object() && j.value("read_through", false)) through = j.value("namespace", "?");
+    }
+  }
+  if (found->empty() && !stored && through.empty()) {
     return make_error(Errc::not_found,
                       "no stored entry on " + api.url() + " has the label " + subject.expl.label +
                           " or its region name; nothing to compare with (`kcache ls`)");
@@ -129,6 +143,7 @@ Status search(const Context& ctx, Api& api, const Side& subject) {
                    {"differing", diff_to_json(m.diffs)}});
     std::cout << json{{"subject", side_json(subject)},
                       {"subject_stored", stored},
+                      {"subject_read_through", through.empty() ? json(nullptr) : json(through)},
                       {"candidates", c}}
                      .dump(2)
               << '\n';
@@ -138,6 +153,10 @@ Status search(const Context& ctx, Api& api, const Side& subject) {
             << subject.source << ")\n";
   print_check_failures(std::cout, subject);
   if (stored) std::cout << "this key is stored now: a lookup for it hits\n";
+  if (!through.empty()) {
+    std::cout << "this key is stored now in namespace " << through
+              << ", which this namespace reads through: a lookup for it hits there\n";
+  }
   if (matches.empty()) return Ok{};
   std::cout << '\n'
             << matches.size() << " stored entr" << (matches.size() == 1 ? "y" : "ies")

@@ -365,10 +365,26 @@ asio::awaitable<Response> entry(Services& s, const NamespacePtr& ns, const std::
     std::optional<Result<artifact::BundleSummary>> summary;
     std::optional<Error> storage_error;  // a read that failed for a reason other than the object's bytes
   };
-  storage::Backend& store = *ns->store;
-  auto f_job = [&store, &key] {
-    Found out{store.head(key), std::nullopt, std::nullopt};
+  // Its own store first, then the namespaces it reads through (read-only):
+  // `kcache explain` then says where a read-through hit comes from.
+  std::vector<NamespacePtr> chain{ns};
+  for (const auto& name : ns->spec.read_through) {
+    if (auto link = s.namespaces.find(name)) chain.push_back(std::move(link));
+  }
+  storage::Backend* where = ns->store;
+  NamespacePtr found_in = ns;
+  auto f_job = [&chain, &key, &where, &found_in] {
+    Found out{chain[0]->store->head(key), std::nullopt, std::nullopt};
+    for (std::size_t i = 1; i < chain.size() && !out.head && out.head.error().code == Errc::not_found; ++i) {
+      auto h = chain[i]->store->head(key);
+      if (h) {
+        out.head = std::move(h);
+        where = chain[i]->store;
+        found_in = chain[i];
+      }
+    }
     if (!out.head) return out;
+    storage::Backend& store = *where;
     artifact::RangeReader read = [&](std::uint64_t offset, std::uint64_t length) {
       auto got = store.read_range(key, offset, length);
       if (!got && got.error().code != Errc::corrupt) out.storage_error = got.error();
@@ -387,7 +403,9 @@ asio::awaitable<Response> entry(Services& s, const NamespacePtr& ns, const std::
     co_return storage_failure(s, "read_range", *f.storage_error);
   }
   const auto& summary = *f.summary;
-  json body = {{"entry", entry_json(*f.head, ns->spec.value_window_ms)}, {"namespace", ns->name()}};
+  json body = {{"entry", entry_json(*f.head, found_in->spec.value_window_ms)},
+              {"namespace", found_in->name()},
+              {"read_through", found_in != ns}};
   if (summary) {
     json sections = json::array();
     for (const auto& sec : summary->sections) {

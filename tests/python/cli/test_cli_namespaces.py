@@ -66,3 +66,35 @@ def test_namespace_option_scopes_every_command(tmp_path):
         assert cli_json("ls", server=srv, env=a)["entries"][0]["pinned"] is False
     finally:
         assert srv.stop() == 0
+
+
+def test_explain_says_a_hit_comes_through_a_link(tmp_path):
+    """kcache explain in a namespace that reads through to another: the
+    stored side names the namespace it comes from, and a miss record of a
+    key stored there says a lookup hits through the link."""
+    f = tmp_path / "ns.json"
+    f.write_text(json.dumps({"namespaces": {
+        "ci": {"tokens": [{"token": "cli-ci-writer-token-0001", "role": "write"}]},
+        "team-b": {"tokens": [{"token": TOKEN_B, "role": "admin"}], "read_through": ["ci"]},
+    }}))
+    srv = Server(tmp_path, args=["--namespaces", str(f)])
+    try:
+        art = make_artifact(label="GPT2Block/cpu:avx512/f32/default/train")
+        put(srv, "cli-ci-writer-token-0001", art)
+        b = {"KCACHE_TOKEN": TOKEN_B}
+        # Two sides, one a read-through entry: its source says so.
+        other = make_artifact(label=art.label, target='{"device": "cpu", "isa": "avx2", "threads": 8}')
+        miss = tmp_path / "miss.json"
+        miss.write_text(json.dumps(other.explanation))
+        r = run_cli("explain", art.key, "--file", str(miss), server=srv, env=b)
+        assert r.returncode == EXIT_OK, r.stderr
+        assert "namespace ci, read through" in r.stdout and "target" in r.stdout, r.stdout
+        # A miss record of the key itself: stored through the link.
+        same = tmp_path / "same.json"
+        same.write_text(json.dumps(art.explanation))
+        r = run_cli("explain", "--file", str(same), server=srv, env=b)
+        assert "stored now in namespace ci" in r.stdout, (r.returncode, r.stdout, r.stderr)
+        # Team B's own listing does not hold it (read-only link).
+        assert cli_json("ls", server=srv, env=b)["entries"] == []
+    finally:
+        assert srv.stop() == 0
