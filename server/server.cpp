@@ -24,6 +24,7 @@
 #include "server/http/http_session.hpp"
 #include "server/leases/redis_replicas.hpp"
 #include "server/resp/resp_session.hpp"
+#include "server/resp/resp_tenants.hpp"
 #include "server/services.hpp"
 #include "server/http/tls_context.hpp"
 #include "server/trusted_keys.hpp"
@@ -119,6 +120,7 @@ struct Server::Impl {
   std::unique_ptr<asio::io_context> ioc;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::unique_ptr<resp::RespShared> resp_shared;  // null: no RESP endpoint
+  std::unique_ptr<resp::RespTenants> resp_tenants;  // every namespace's RESP state (after resp_shared: it refers to it)
   std::unique_ptr<tcp::acceptor> resp_acceptor;
   std::unique_ptr<asio::signal_set> signals;
   std::unique_ptr<asio::signal_set> hangup;
@@ -191,6 +193,11 @@ struct Server::Impl {
                                                  config.max_leases));
       resp_shared->limits.max_bulk_bytes = std::min(config.resp_max_value_bytes, config.max_body_bytes);
       resp_shared->expiries.set_limit(config.resp_max_expiries);
+      // The other namespaces' RESP state, made on a connection's first command there.
+      resp_tenants = std::make_unique<resp::RespTenants>(*resp_shared, [this] {
+        return make_in_process_lease_table(std::max<std::uint64_t>(config.resp_flight_window_ms, 100),
+                                           config.max_leases);
+      });
       resp_acceptor = open_acceptor(rep, config.resp_listen_host, config.resp_listen_port);
     }
   }
@@ -272,14 +279,16 @@ struct Server::Impl {
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       auto sweep_job = [this] {
         leases->sweep();
-        if (resp_shared) {
-          resp_shared->flights->sweep();
-          // RESP keys whose expiry passed go from storage too, read or not.
-          for (const auto& skey : resp_shared->expiries.due(10'000)) {
-            if (!resp_shared->expiries.expired(skey)) continue;  // set again meanwhile
-            (void)backend->remove(skey);
-            resp_shared->expiries.clear(skey);
-          }
+        if (resp_tenants) {
+          resp_tenants->each([](resp::RespShared& t) {
+            t.flights->sweep();
+            // RESP keys whose expiry passed go from storage too, read or not.
+            for (const auto& skey : t.expiries.due(10'000)) {
+              if (!t.expiries.expired(skey)) continue;  // set again meanwhile
+              (void)t.s.backend.remove(skey);
+              t.expiries.clear(skey);
+            }
+          });
         }
         return true;
       };

@@ -44,16 +44,33 @@ Request as_request(const Conn& c) {
   req.peer = c.peer;
   req.peer_loopback = c.loopback;
   if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
+  if (c.user && *c.user != k_default_namespace) req.headers.emplace_back("x-kcache-namespace", *c.user);
   return req;
 }
 
-// The RESP endpoint serves the default namespace only (docs/namespaces.md):
-// a token whose role is in another namespace is refused here, so it cannot
-// reach the default store through RESP.
+}  // namespace
+
+bool credentials_read(const RespShared& sh, const Conn& c) {
+  // 400: a known token held in several namespaces, none named yet (its
+  // commands are then refused until an AUTH names one).
+  const auto d = sh.s.authorizer.authorize(as_request(c), Role::read);
+  return d.allowed || d.status == 400;
+}
+
+std::string namespace_of(const RespShared& sh, const Conn& c) {
+  auto d = sh.s.authorizer.authorize(as_request(c), Role::read);
+  return d.allowed ? d.ns : std::string(k_default_namespace);
+}
+
+namespace {
+
+// A connection acts in one namespace (its credentials', namespace_of());
+// the session runs its commands on that namespace's RespShared, so a
+// decision made here in another namespace than `sh`'s is refused.
 AuthDecision decide(const RespShared& sh, const Conn& c, Role needed) {
   auto d = sh.s.authorizer.authorize(as_request(c), needed);
-  if (d.allowed && needed != Role::none && d.ns != k_default_namespace) {
-    return {false, 403, "the RESP endpoint serves the default namespace only", {}, {}};
+  if (d.allowed && needed != Role::none && d.ns != sh.ns) {
+    return {false, 403, "this connection acts in namespace '" + d.ns + "', not '" + sh.ns + "'", {}, {}};
   }
   return d;
 }
@@ -65,6 +82,8 @@ bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, s
   if (d.allowed) return true;
   if (d.status == 401) {
     error(out, "NOAUTH Authentication required.");
+  } else if (d.status == 400) {
+    error(out, "NOPERM this token acts in several namespaces: name one with AUTH <namespace> <token>");
   } else {
     error(out, "NOPERM this connection's token has no permission to run the '" + std::string(cmd) + "' command");
   }

@@ -23,6 +23,12 @@ void storage_error(Services& s, std::string& out, const char* op, const Error& e
 bool allowed(RespShared& sh, const Conn& c, Role needed, std::string_view cmd, std::string& out);
 // Allowed? Nothing appended.
 bool may(const RespShared& sh, const Conn& c, Role needed);
+// The namespace c's credentials act in (AUTH's user name, else the token's
+// only namespace, else "default"); "default" when they are refused.
+std::string namespace_of(const RespShared& sh, const Conn& c);
+// Whether c's credentials hold the read role in the namespace they resolve
+// to (any namespace), or name a known token held in several namespaces.
+bool credentials_read(const RespShared& sh, const Conn& c);
 // A key with one of --resp-flight-prefixes, while windows are on.
 bool flight_eligible(const RespShared& sh, std::string_view key);
 // A storage lookup that treats an expired key as absent (and removes it);

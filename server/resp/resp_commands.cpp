@@ -213,9 +213,11 @@ asio::awaitable<void> info(RespShared& sh, std::string& out) {
   bulk(out, text);
 }
 
-// AUTH [user] token: the token is checked against the tokens file (any user
-// name is accepted and ignored).
-void auth(RespShared& sh, Conn& c, const std::string& token, std::string& out) {
+// AUTH [user] token: the token is checked against the tokens (and the
+// namespaces file); the user name names the namespace the connection then
+// acts in ("default": the token's only namespace, else default).
+void auth(RespShared& sh, Conn& c, const std::optional<std::string>& user, const std::string& token,
+          std::string& out) {
   if (sh.s.authorizer.token_count() == 0) {
     error(out, "ERR AUTH <password> called without any password configured for the default user. "
                "Are you sure your configuration is correct?");
@@ -223,11 +225,18 @@ void auth(RespShared& sh, Conn& c, const std::string& token, std::string& out) {
   }
   Conn probe = c;
   probe.token = token;
-  if (!may(sh, probe, Role::read)) {
+  probe.user = user && sh.s.namespaces.find(*user) ? user : std::nullopt;
+  // Any namespace the credentials resolve to (the session then runs the
+  // connection's commands in that namespace's RespShared).
+  if (!credentials_read(sh, probe)) {
     error(out, "WRONGPASS invalid username-password pair or user is disabled.");
     return;
   }
   c.token = token;
+  // A user name that is no configured namespace is ignored, as before
+  // namespaces (Redis clients send "default" or whatever their URL holds);
+  // the token then acts in its own namespace, never one it has no role in.
+  c.user = user && sh.s.namespaces.find(*user) ? user : std::nullopt;
   simple(out, "OK");
 }
 
@@ -263,7 +272,7 @@ asio::awaitable<bool> cmd_quit(RespShared&, Conn&, Args&, std::string& out) {
 
 asio::awaitable<bool> cmd_auth(RespShared& sh, Conn& c, Args& args, std::string& out) {
   if (args.size() > 3) wrong_args(out, "auth");
-  else auth(sh, c, args.back(), out);
+  else auth(sh, c, args.size() == 3 ? std::optional<std::string>(args[1]) : std::nullopt, args.back(), out);
   co_return true;
 }
 
@@ -284,7 +293,7 @@ asio::awaitable<bool> cmd_hello(RespShared& sh, Conn& c, Args& args, std::string
     const auto opt = lower(args[i]);
     if (opt == "auth" && i + 2 < n) {
       std::string auth_out;
-      auth(sh, c, args[i + 2], auth_out);
+      auth(sh, c, args[i + 1], args[i + 2], auth_out);
       if (auth_out[0] == '-') {
         out += auth_out;
         co_return true;

@@ -38,11 +38,17 @@
 
 namespace kcache::server::resp {
 
-// What every RESP connection shares; owned by the Server.
+class RespTenants;
+
+// What every RESP connection of one namespace shares (the default
+// namespace's is the Server's; the others' are RespTenants', each with the
+// Services of its namespace's store: server/resp/resp_tenants.hpp).
 struct RespShared {
   RespShared(Services& services, std::unique_ptr<LeaseTable> flight_table)
       : s(services), flights(std::move(flight_table)) {}
   Services& s;
+  std::string ns = "default";
+  RespTenants* tenants = nullptr;  // set on the default namespace's: every namespace's RespShared
   Limits limits;
   Expiries expiries;
   std::unique_ptr<LeaseTable> flights;  // single-flight windows (in-process)
@@ -55,6 +61,9 @@ struct Conn {
   std::string peer;  // "ip:port"
   bool loopback = false;
   std::optional<std::string> token;  // from AUTH
+  // AUTH's user name: the namespace the connection acts in (docs/namespaces.md;
+  // "default" or none: the token's only namespace, else "default").
+  std::optional<std::string> user;
   std::string name;                  // CLIENT SETNAME
   int proto = 2;                     // HELLO 3 switches to RESP3 (redis-py 8 asks for it by default)
   std::map<std::string, std::string> flights;  // storage key -> lease token: keys this connection compiles

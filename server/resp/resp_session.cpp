@@ -17,6 +17,7 @@
 
 #include "server/resp/resp_command_support.hpp"
 #include "server/resp/resp_reads.hpp"
+#include "server/resp/resp_tenants.hpp"
 #include "server/wait_watch.hpp"
 
 namespace kcache::server::resp {
@@ -71,7 +72,7 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       // The compiler went away without a SET: let its waiters go now.
       auto self = shared_from_this();
       auto job = [self] {
-        release_flights(self->sh_, self->conn_);
+        release_flights(self->flights_in_ ? *self->flights_in_ : self->sh_, self->conn_);
         return true;
       };
       co_await run_blocking(sh_.s.pool, job);
@@ -84,10 +85,15 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   // What this connection may send: the full limits once it may write,
   // small commands before (as Redis does before AUTH).
   const Limits& limits() {
-    if (may(sh_, conn_, Role::write)) return sh_.limits;
-    if (may(sh_, conn_, Role::read)) return read_limits_;
+    RespShared* t = tenant();
+    if (t && may(*t, conn_, Role::write)) return sh_.limits;
+    if (t && may(*t, conn_, Role::read)) return read_limits_;
     return anonymous_limits_;
   }
+
+  // The RespShared of the namespace this connection's credentials act in
+  // (server/resp/resp_tenants.hpp); nullptr when that namespace is gone.
+  RespShared* tenant() { return sh_.tenants ? sh_.tenants->for_ns(namespace_of(sh_, conn_)) : &sh_; }
 
   // No command in progress: the idle timeout (a drain may close it). A
   // command in progress: one deadline from its first byte, stretched only
@@ -117,7 +123,8 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   // (or when the deadline is off).
   std::optional<std::chrono::steady_clock::time_point> auth_deadline() {
     const auto ms = sh_.s.config.resp_auth_timeout_ms;
-    if (ms == 0 || may(sh_, conn_, Role::read)) return std::nullopt;
+    RespShared* t = tenant();
+    if (ms == 0 || (t && may(*t, conn_, Role::read))) return std::nullopt;
     return connected_ + std::chrono::milliseconds(ms);
   }
 
@@ -144,16 +151,30 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
       }
       bool keep = true;
       bool fed = false;  // commands arrived while a GET waited: parse them before reading on
+      // The namespace these commands act in (an AUTH ends a batch, so it
+      // holds for the whole batch); gone from the configuration: refused.
+      RespShared* t = tenant();
+      if (!t && !cmds.empty()) {
+        error(out, "ERR this connection's namespace is not configured on this server any more");
+        keep = false;
+      }
+      if (keep && t && flights_in_ && flights_in_ != t && !conn_.flights.empty()) {
+        // Its single-flight windows are another namespace's: released at close, where they were taken.
+        error(out, "ERR this connection compiles keys of namespace '" + flights_in_->ns +
+                       "' (single-flight windows open); it cannot act in another");
+        keep = false;
+      }
       for (std::size_t i = 0; i < cmds.size() && keep;) {
-        if (batchable_get(sh_, conn_, cmds[i])) {
+        if (batchable_get(*t, conn_, cmds[i])) {
           // A run of plain GETs: one trip to the storage pool for the lot.
           std::size_t j = i + 1;
-          while (j < cmds.size() && batchable_get(sh_, conn_, cmds[j])) ++j;
-          i += co_await get_batch(sh_, conn_, cmds, i, j, out);
+          while (j < cmds.size() && batchable_get(*t, conn_, cmds[j])) ++j;
+          i += co_await get_batch(*t, conn_, cmds, i, j, out);
         } else {
-          keep = co_await execute(sh_, conn_, cmds[i], out);
+          keep = co_await execute(*t, conn_, cmds[i], out);
           ++i;
         }
+        if (!conn_.flights.empty() && flights_in_ != t) flights_in_ = t;
         if (watch_) {
           // A GET waited: the bytes read meanwhile are the next commands.
           co_await watch_->stop();
@@ -232,7 +253,8 @@ class Session final : public SessionHandle, public std::enable_shared_from_this<
   beast::flat_buffer watched_;
   std::optional<WaitWatch<beast::tcp_stream, beast::flat_buffer>> watch_;
   std::shared_ptr<ClientWatch> client_;
-  RespShared& sh_;
+  RespShared& sh_;             // the default namespace's; its tenants hold the others
+  RespShared* flights_in_ = nullptr;  // the namespace whose flights conn_.flights holds
   Connections& connections_;
   Conn conn_;
   std::uint64_t id_ = 0;

@@ -247,23 +247,50 @@ def test_ci_namespace_signed_only_and_read_through(tenancy, ci_keys):
     assert client.get(key) == signed
 
 
-def test_resp_serves_the_default_namespace_only(tenancy):
+def test_resp_acts_in_the_namespace_of_its_auth(tenancy):
+    """RESP (stock PyTorch's remote caches): a connection acts in the
+    namespace its AUTH resolves to (the user name, else the token's only
+    namespace), on that namespace's store; the same Redis key in two
+    namespaces is two values; a token cannot AUTH into a namespace it holds
+    no role in."""
     srv = tenancy()
-    conn = RespConnection(srv.resp_port)
-    with pytest.raises(RuntimeError, match="WRONGPASS"):
-        conn.call("AUTH", TOKENS["a"])
+    a = RespConnection(srv.resp_port)
     with pytest.raises(RuntimeError, match="NOAUTH"):
-        conn.call("GET", "fxgraph:x")
-    assert conn.call("AUTH", TOKENS["dflt"]) == "OK"
-    assert conn.call("SET", "fxgraph:k1", "v1") == "OK"
-    assert conn.call("GET", "fxgraph:k1") == "v1"
-    conn.close()
-    # Nothing of it is in team A's namespace; team A's token gets no RESP access at all.
-    assert listed(srv, "a_admin") == set()
-    conn = RespConnection(srv.resp_port)
+        a.call("GET", "fxgraph:x")
+    assert a.call("AUTH", TOKENS["a"]) == "OK"
+    assert a.call("SET", "fxgraph:k1", "team a's graph") == "OK"
+    assert a.call("GET", "fxgraph:k1") == "team a's graph"
+    with pytest.raises(RuntimeError, match="NOPERM"):
+        a.call("DEL", "fxgraph:k1")  # write role only
+    b = RespConnection(srv.resp_port)
+    assert b.call("AUTH", TOKENS["b"]) == "OK"
+    assert b.call("GET", "fxgraph:k1") is None
+    assert b.call("EXISTS", "fxgraph:k1") == 0
+    assert b.call("SET", "fxgraph:k1", "team b's graph") == "OK"
+    assert a.call("GET", "fxgraph:k1") == "team a's graph"
+    d = RespConnection(srv.resp_port)
+    assert d.call("AUTH", TOKENS["dflt"]) == "OK"
+    assert d.call("GET", "fxgraph:k1") is None
+    # The entries are in their namespaces' stores, where HTTP lists them.
+    assert len(listed(srv, "a_admin")) == 1 and len(listed(srv, "b_admin")) == 1 and listed(srv, "dflt") == set()
+    # A token in two namespaces names one with the user name; without it, refused.
+    ab = RespConnection(srv.resp_port)
+    assert ab.call("AUTH", TOKENS["ab"]) == "OK"
+    with pytest.raises(RuntimeError, match="several namespaces"):
+        ab.call("GET", "fxgraph:k1")
+    assert ab.call("AUTH", "team-b", TOKENS["ab"]) == "OK"
+    assert ab.call("GET", "fxgraph:k1") == "team b's graph"
+    assert ab.call("AUTH", "team-a", TOKENS["ab"]) == "OK"
+    assert ab.call("GET", "fxgraph:k1") == "team a's graph"
+    # No role there: WRONGPASS, and the connection keeps its namespace.
     with pytest.raises(RuntimeError, match="WRONGPASS"):
-        conn.call("AUTH", "team-a", TOKENS["a_admin"])
-    conn.close()
+        a.call("AUTH", "team-b", TOKENS["a"])
+    assert a.call("GET", "fxgraph:k1") == "team a's graph"
+    # A namespace's RESP write counts against its quota like an upload: its usage in /v1/stats.
+    stats = {n["name"]: n for n in srv.request("GET", "/v1/stats", headers=as_("ab", "team-a")).json()["namespaces"]}
+    assert stats["team-a"]["entries"] == 1 and stats["team-b"]["entries"] == 1
+    for c in (a, b, d, ab):
+        c.close()
 
 
 def quota_case(srv, who_a, who_b):
