@@ -105,6 +105,23 @@ asio::awaitable<void> set(RespShared& sh, Conn& c, std::vector<std::string>& arg
         return o;
       }
     }
+    // The namespace's quota, as for an HTTP upload (server/namespaces.hpp):
+    // admitted and stored under its lock; out of room is storage's OOM.
+    auto ns = sh.s.namespaces.find(sh.ns);
+    const bool quota = ns && (ns->spec.quota_bytes || ns->spec.quota_entries);
+    std::unique_lock<std::mutex> admit_lock;
+    if (quota) {
+      admit_lock = std::unique_lock<std::mutex>(*ns->admit_mu);
+      auto admitted = sh.s.namespaces.admit(*ns, value.size());
+      if (!admitted) {
+        o.status = admitted.error();
+        return o;
+      }
+      if (!admitted->evicted.empty()) {
+        sh.s.metrics.ns_quota_evicted(ns->name(), admitted->evicted.size(), admitted->evicted_bytes);
+        for (const auto& k : admitted->evicted) forget(sh, k);
+      }
+    }
     auto put = b.put(skey, value, meta);
     if (!put) {
       o.status = put.error();

@@ -437,3 +437,20 @@ def test_client_namespace_and_node_tier_apart(tenancy, tmp_path):
     assert cb.get(key) is None  # same node, same key: not team B's
     with pytest.raises(Exception, match="KCACHE_NAMESPACE"):
         _core.Client(srv.url, TOKENS["a"], "none", namespace="Team A")
+
+
+def test_resp_set_is_admitted_against_the_quota(tenancy, ci_keys):
+    doc = namespaces_doc(ci_keys[1], quota_a={"quota_entries": 2, "quota_bytes": 64 * 1024})
+    srv = tenancy(doc=doc)
+    a = RespConnection(srv.resp_port)
+    assert a.call("AUTH", TOKENS["a"]) == "OK"
+    for k in ("fxgraph:1", "fxgraph:2", "fxgraph:3"):
+        assert a.call("SET", k, "v" * 100) == "OK"
+    # Two entries at most: the least valuable (all cost 0 s: the least recently used) went.
+    assert a.call("GET", "fxgraph:1") is None
+    assert a.call("GET", "fxgraph:3") == "v" * 100
+    assert len(listed(srv, "a_admin")) == 2
+    with pytest.raises(RuntimeError, match="OOM.*team-a"):
+        a.call("SET", "fxgraph:big", "x" * (65 * 1024))
+    assert ns_metric(srv, "kcache_namespace_quota_evictions_total", namespace="team-a") >= 1
+    a.close()
