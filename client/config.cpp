@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/namespace_name.hpp"
 #include "common/units.hpp"
 
 namespace kcache {
@@ -54,11 +55,8 @@ Result<std::uint64_t> parse_size(const std::string& text) {
 }
 
 Status check_namespace(const std::string& ns) {
-  // The server's grammar (server/http/namespace_file.hpp); it also names a folder of the node tier.
-  const bool ok = !ns.empty() && ns.size() <= 63 &&
-                  ns.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos && ns[0] != '-' &&
-                  ns[0] != '_';
-  if (ok) return Ok{};
+  // The server's grammar (common/namespace_name.hpp); it also names a folder of the node tier.
+  if (valid_namespace_name(ns)) return Ok{};
   return make_error(Errc::invalid_argument,
                     "KCACHE_NAMESPACE must be 1-63 characters of [a-z0-9_-] starting with a letter or digit, not '" + ns +
                         "'");

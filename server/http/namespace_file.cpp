@@ -155,13 +155,6 @@ Result<NamespaceSpec> parse_one(const std::string& name, const json& body, const
 
 }  // namespace
 
-bool valid_namespace_name(std::string_view name) {
-  if (name.empty() || name.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(name.front())) return false;
-  return std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-' || c == '_'; });
-}
-
 Result<std::vector<NamespaceSpec>> parse_namespace_file(std::string_view text, const std::string& base_dir) {
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return make_error(Errc::invalid_argument, "the namespaces file is not valid JSON");

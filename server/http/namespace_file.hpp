@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/namespace_name.hpp"
 #include "common/result.hpp"
 #include "server/http/authorizer.hpp"
 
@@ -54,8 +55,6 @@ struct NamespaceSpec {
   std::vector<std::string> read_through;  // namespace names, in lookup order
 };
 
-// 1–63 characters of [a-z0-9_-], the first a letter or digit.
-bool valid_namespace_name(std::string_view name);
 
 // Parses the file's text. `base_dir` resolves relative key paths.
 // Errc::invalid_argument naming the namespace and field on any error:
