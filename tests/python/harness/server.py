@@ -66,7 +66,8 @@ class ServerProcess:
         raise RuntimeError(f"{why} (exit {self.proc.returncode})\n{self.read_log()}")
 
     def read_log(self) -> str:
-        self.log.flush()
+        if not self.log.closed:  # after stop() the file is closed, its text still there
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def http(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
