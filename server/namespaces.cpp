@@ -73,6 +73,14 @@ Result<std::map<std::string, NamespacePtr>> Namespaces::build(const std::vector<
   return out;
 }
 
+std::vector<NamespacePtr> Namespaces::read_chain(const NamespacePtr& ns) const {
+  std::vector<NamespacePtr> chain{ns};
+  for (const auto& name : ns->spec.read_through) {
+    if (auto link = find(name)) chain.push_back(std::move(link));
+  }
+  return chain;
+}
+
 NamespacePtr Namespaces::find(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = by_name_.find(name);

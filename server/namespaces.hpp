@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ class Namespaces {
   NamespacePtr find(const std::string& name) const;  // nullptr if unknown
   std::vector<NamespacePtr> all() const;             // "default" first, then by name
   NamespacePtr default_namespace() const { return find(k_default_namespace); }
+  // Where a read in `ns` looks: ns itself, then its read-through links in
+  // order (those still configured).
+  std::vector<NamespacePtr> read_chain(const NamespacePtr& ns) const;
   storage::Backend& default_store() const { return *default_store_; }
 
   // Makes room for an upload of `bytes` (a new entry) within `ns`'s quota,
@@ -96,6 +100,18 @@ class Namespaces {
 // "<ns>/<key>" elsewhere.
 inline std::string scoped_key(const std::string& ns, const std::string& key) {
   return ns == k_default_namespace ? key : ns + "/" + key;
+}
+
+// The bare key of a scoped key that belongs to `ns`; nullopt for another
+// namespace's (a default key has no '/').
+inline std::optional<std::string> unscoped_key(const std::string& ns, const std::string& scoped) {
+  if (ns == k_default_namespace) {
+    if (scoped.find('/') != std::string::npos) return std::nullopt;
+    return scoped;
+  }
+  const std::string prefix = ns + "/";
+  if (scoped.rfind(prefix, 0) != 0) return std::nullopt;
+  return scoped.substr(prefix.size());
 }
 
 }  // namespace kcache::server

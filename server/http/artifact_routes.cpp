@@ -36,15 +36,6 @@ Response not_found(const std::string& key) {
 // GET, optionally waiting while a live lease exists on the key. The waiter
 // is registered before the first lookup, so a PUT landing between the
 // lookup and the wait still wakes it (Waiter::take_wake).
-// The namespaces a GET looks in: its own, then its read-through links in order.
-std::vector<NamespacePtr> read_chain(Services& s, const NamespacePtr& ns) {
-  std::vector<NamespacePtr> chain{ns};
-  for (const auto& name : ns->spec.read_through) {
-    if (auto link = s.namespaces.find(name)) chain.push_back(std::move(link));
-  }
-  return chain;
-}
-
 // A hit, counted as the compile seconds it saved where the entry's cost is
 // known (server/history.hpp).
 void count_hit(Services& s, const Namespace& ns, const std::string& from, const std::string& key, Response& r) {
@@ -59,7 +50,7 @@ void count_hit(Services& s, const Namespace& ns, const std::string& from, const 
 
 asio::awaitable<Response> handle_get(Services& s, Request& req, const NamespacePtr& ns, const std::string& key) {
   const std::string skey = scoped_key(ns->name(), key);
-  const auto chain = read_chain(s, ns);
+  const auto chain = s.namespaces.read_chain(ns);
   std::uint64_t wait_ms = 0;
   if (auto it = req.query.find("wait_ms"); it != req.query.end()) {
     auto v = parse_uint(it->second);
@@ -188,7 +179,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const NamespaceP
 }
 
 asio::awaitable<Response> handle_head(Services& s, const NamespacePtr& ns, const std::string& key) {
-  const auto chain = read_chain(s, ns);
+  const auto chain = s.namespaces.read_chain(ns);
   auto h_job = [&chain, &key] {
     auto h = chain[0]->store->head(key);
     for (std::size_t i = 1; i < chain.size() && !h && h.error().code == Errc::not_found; ++i) {

@@ -32,6 +32,8 @@ boost::asio::awaitable<Response> handle_request(Services& s, Request& req, const
 boost::asio::awaitable<Response> handle_artifact(Services& s, Request& req, const RouteMatch& m);
 boost::asio::awaitable<Response> handle_lease(Services& s, Request& req, const RouteMatch& m);
 boost::asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m);
+// evict, verify and pins (upkeep_routes.cpp), in namespace `ns`.
+boost::asio::awaitable<Response> handle_upkeep(Services& s, Request& req, const RouteMatch& m, const NamespacePtr& ns);
 boost::asio::awaitable<Response> handle_ui(Services& s, Request& req, const RouteMatch& m);  // ui_routes.cpp
 
 }  // namespace kcache::server

@@ -129,11 +129,10 @@ asio::awaitable<Response> list(Services& s, const std::string& ns) {
   auto list_job = [&s] { return s.leases.list(); };
   auto leases = co_await run_blocking(s.pool, list_job);
   nlohmann::json arr = nlohmann::json::array();
-  const std::string prefix = scoped_key(ns, "");
   for (const auto& l : leases) {
-    const bool mine = prefix.empty() ? l.key.find('/') == std::string::npos : l.key.rfind(prefix, 0) == 0;
-    if (!mine) continue;
-    arr.push_back({{"key", l.key.substr(prefix.size())},
+    auto key = unscoped_key(ns, l.key);
+    if (!key) continue;
+    arr.push_back({{"key", *key},
                    {"namespace", ns},
                    {"holder", l.holder},
                    {"acquired_unix_ms", l.acquired_unix_ms},

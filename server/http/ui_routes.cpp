@@ -73,12 +73,11 @@ json card(Services& s, const Namespace& ns, const std::vector<LeaseInfo>& leases
                       {"explained", m.explanation.empty() ? json(nullptr) : json::parse(m.explanation, nullptr, false)}});
   }
   c["recent_misses"] = std::move(misses);
-  const std::string prefix = scoped_key(ns.name(), "");
   json ls = json::array();
   for (const auto& l : leases) {
-    const bool mine = prefix.empty() ? l.key.find('/') == std::string::npos : l.key.rfind(prefix, 0) == 0;
-    if (!mine) continue;
-    ls.push_back({{"key", l.key.substr(prefix.size())}, {"holder", l.holder}, {"age_ms", l.age_ms},
+    auto key = unscoped_key(ns.name(), l.key);
+    if (!key) continue;
+    ls.push_back({{"key", *key}, {"holder", l.holder}, {"age_ms", l.age_ms},
                   {"remaining_ms", l.remaining_ms}});
   }
   c["leases"] = std::move(ls);
