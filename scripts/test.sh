@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, checks the layering, builds,
-# then runs the C++ tests (plain and under ASan+UBSan), the threaded parts
+# then runs the C++ tests (plain and under ASan+UBSan), the server image's
+# build inputs (docker/check_build.py), the threaded parts
 # under ThreadSanitizer, docs/protocol.md's examples against a
 # real server, the bundle-reader, RESP-parser and HTTP front-door fuzzers for a bounded time
 # each, the client wheel in a clean root (tests/shell/wheel_clean_root.sh), and pytest
@@ -40,6 +41,11 @@ stage build scripts/build.sh
 rm -f "${junit[@]}"
 stage ctest ctest --test-dir build/dev --output-on-failure -j2 --output-junit "$root/build/junit-ctest.xml"
 stage doc-examples tests/shell/curl_test.sh build/dev/server/kcache-server  # docs/protocol.md's examples
+# The server image's inputs: kcache-server and kcache built from exactly the
+# Dockerfile's COPYs (ccache reuses build/dev's objects), each COPY shown to
+# be needed, and the compose file checked against the Dockerfile and the
+# server's option table, with planted mistakes (docs/operations.md "Docker").
+stage docker .venv/bin/python docker/check_build.py --control
 if [[ ${QUICK:-0} != 1 ]]; then
   stage asan-build env SANITIZE=1 BUILD_DIR=build/asan scripts/build.sh
   stage asan-ctest ctest --test-dir build/asan --output-on-failure -j2 --output-junit "$root/build/junit-asan.xml"
