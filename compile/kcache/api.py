@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from types import MethodType
 from typing import Any
 
@@ -20,7 +21,7 @@ import torch
 from . import _torch_adaptor as adaptor
 from . import counters as _stats
 from .backend import RegionBackend
-from . import precompiled_in_place
+from . import precompiled_in_place, state_dict_keys
 from .precompiled import PrecompiledBlock, PrecompiledRegion
 from .keyfields import CompileSettings
 from . import _core
@@ -133,8 +134,8 @@ class _Compiler:
             return torch.compile(module, **self.kwargs)
         extra = {k: v for k, v in self.kwargs.items()
                  if k not in ("backend", "mode", "options", "fullgraph", "dynamic")}
-        return torch.compile(module, backend=backend, fullgraph=self.settings.fullgraph,
-                             dynamic=self.settings.dynamic, **extra)
+        return state_dict_keys.plain_keys(torch.compile(module, backend=backend, fullgraph=self.settings.fullgraph,
+                                                        dynamic=self.settings.dynamic, **extra))
 
     def compile_in_place(self, module: torch.nn.Module, region_name: str) -> None:
         backend = self._backend(region_name) if self.settings is not None else None
@@ -164,18 +165,32 @@ class _Compiler:
 
 
 def _rebind_instance_methods(new: torch.nn.Module, old: torch.nn.Module) -> None:
-    """Points instance-level bound methods copied from `old` at `new`.
+    """Points instance-level bound methods and partials copied from `old`
+    at `new`, as Accelerate's compile_regions does (its
+    _rebind_module_methods).
 
     Accelerate's mixed precision replaces `model.forward` with a method bound
-    to the model (autocast around the class's forward). Copying __dict__
-    would keep it bound to the *original* model, whose blocks are not
+    to the model (autocast around the class's forward), and its hooks
+    install a partial `forward` and a bound `_old_forward`. Copying __dict__
+    would keep them bound to the *original* model, whose blocks are not
     compiled, so the job would silently run uncompiled (accelerate#4188,
     #4253). Rebinding makes the wrapper call the compiled twin.
     """
-    for name in ("forward", "_original_forward"):
-        bound = new.__dict__.get(name)
-        if isinstance(bound, MethodType) and bound.__self__ is old:
-            new.__dict__[name] = MethodType(bound.__func__, new)
+    def rebind(value: Any) -> Any:
+        if isinstance(value, MethodType) and value.__self__ is old:
+            return MethodType(value.__func__, new)
+        if isinstance(value, partial):
+            args = tuple(new if a is old else a for a in value.args)
+            kwargs = {k: new if a is old else a for k, a in value.keywords.items()}
+            rebound = partial(rebind(value.func), *args, **kwargs)
+            rebound.__dict__.update(value.__dict__)
+            if hasattr(value, "__wrapped__"):
+                rebound.__wrapped__ = rebind(value.__wrapped__)
+            return rebound
+        return value
+
+    for name, value in list(new.__dict__.items()):
+        new.__dict__[name] = rebind(value)
 
 
 def precompiled_enabled() -> bool:
