@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
-# Usage: bench/falsehit/run.sh [CASES_PER_WORKER] [WARM_PER_CASE] [TRACED_CASES]
+# Usage: bench/falsehit/run.sh [CASES_PER_WORKER] [WARM_PER_CASE] [TRACED_CASES] [MODE]
+# MODE (issue 49): "all" (default) is the run below; "after" runs the two
+# precompiled workers with --after-first-call (seeds 4000... and 5000...,
+# results-after-first-*.json: each warm run mutates after the compiled
+# model's first step); "between" runs them as below but writes
+# results-between-watch-*.json (seeds 6000... and 7000...), the
+# between-processes mode again with the per-call watch in place. Neither
+# runs the traced cases.
 # The false-hit fuzzer's long run (issue 32; docs/precompiled.md "Guards"):
 # two workers at once (seeds 1000... and 2000...), CASES_PER_WORKER
 # generated blocks each (default 39) with WARM_PER_CASE warm runs per block
@@ -16,9 +23,23 @@ py="$root/.venv/bin/python"
 cases=${1:-39}
 warm=${2:-40}
 traced=${3:-6}
+mode=${4:-all}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PYTHONPATH="$root/tests" TORCHINDUCTOR_COMPILE_THREADS=1 OMP_NUM_THREADS=1
+if [[ $mode == after || $mode == between ]]; then
+  if [[ $mode == after ]]; then seeds=(4000 5000) name=after-first flag=--after-first-call
+  else seeds=(6000 7000) name=between-watch flag=; fi
+  "$py" -m falsehit.runner --seed "${seeds[0]}" --cases "$cases" --warm "$warm" $flag --work "$work/a" \
+    --out "$here/results-$name-a.json" 2>"$work/a.log" &
+  a=$!
+  "$py" -m falsehit.runner --seed "${seeds[1]}" --cases "$cases" --warm "$warm" $flag --work "$work/b" \
+    --out "$here/results-$name-b.json" 2>"$work/b.log" &
+  b=$!
+  wait "$a" "$b"
+  "$py" "$here/report.py"
+  exit 0
+fi
 "$py" -m falsehit.runner --seed 1000 --cases "$cases" --warm "$warm" --work "$work/a" \
   --out "$here/results-precompiled-a.json" 2>"$work/a.log" &
 a=$!

@@ -50,9 +50,13 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kcache-ab-"))
     try:
-        import kcache._core  # noqa: F401 - the built binding both packages use
+        import kcache._core  # the built binding both packages use
 
-        paths = {"before": package_at(a.before, work / "before"), "after": REPO / "compile"}
+        after = work / "after" / "compile"
+        shutil.copytree(REPO / "compile" / "kcache", after / "kcache",
+                        ignore=shutil.ignore_patterns("__pycache__", "_core*.so"))
+        shutil.copy2(kcache._core.__file__, after / "kcache")
+        paths = {"before": package_at(a.before, work / "before"), "after": after}
         cells: dict[str, list[dict]] = {"eager": [], "before": [], "after": []}
         for name, path in paths.items():
             run_cell(work, a.model, a.layers, f"{name} cold", "kcache", f"ind-{name}-cold",

@@ -39,6 +39,11 @@ class Stats:
     # process (a trace check), and the seconds those traces took.
     precompiled_trace_checks: int = 0
     precompiled_trace_check_seconds: float = 0.0
+    # After a block's first call (kcache.call_watch): a watched dict's tag
+    # moved but nothing its checks read changed (refresh), or something did
+    # and the block went through its first call's path again (recheck).
+    precompiled_watch_refreshes: int = 0
+    precompiled_rechecks: int = 0
     precompiled_load_seconds: float = 0.0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import _core, bundle_io, describe, isa_probes, portable_checks, state_dict_keys, verify_first_use
+from . import _core, bundle_io, call_watch, describe, isa_probes, portable_checks, state_dict_keys, verify_first_use
 from . import _torch_adaptor as adaptor
 from . import counters as stats
 from . import precompiled_key as pk
@@ -132,7 +132,9 @@ class PrecompiledRegion:
         """One call of one block: its precompiled function, or the traced path.
 
         `slots` is the block's own state: "ready" (spec -> function, or None
-        for the traced path) and, once needed, "traced" (its traced callable).
+        for the traced path), "watch" (spec -> what its checks read:
+        kcache.call_watch, compared on every call) and, once needed,
+        "traced" (its traced callable).
         """
         hooks = adaptor.module_hooks(block)
         if hooks:
@@ -140,18 +142,12 @@ class PrecompiledRegion:
         spec = (block.training, _fast_spec(args, kwargs))
         ready = slots["ready"]
         fn = ready.get(spec, _MISSING)
+        if fn is not None and fn is not _MISSING:
+            watch = slots.get("watch", {}).get(spec)
+            if watch is not None and not watch.unchanged(block, args, kwargs) and self._changed(watch):
+                fn = _MISSING
         if fn is _MISSING:
-            try:
-                fn = self._function_for(block, spec, args, kwargs)
-            except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
-                stats.bump(precompiled_fallbacks=1)
-                self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
-                               "failed (%s: %s); that block takes the traced path", self.name,
-                               type(e).__name__, e)
-                fn = None
-            ready[spec] = fn
-            if fn is not None:
-                stats.bump(precompiled_blocks=1)
+            fn = self._first_call(block, slots, spec, args, kwargs)
         if fn is not None:
             if adaptor.aot_guard_check(fn, block, *args, **kwargs):
                 return adaptor.aot_run(fn, block, *args, **kwargs)
@@ -161,6 +157,41 @@ class PrecompiledRegion:
                            "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None
         return self._traced(block, slots)(*args, **kwargs)
+
+    def _first_call(self, block: torch.nn.Module, slots: dict, spec: tuple, args: tuple, kwargs: dict):
+        """The function for a block's first call under `spec` (or None: the
+        traced path), and what its checks read, to watch on later calls."""
+        try:
+            fn, checks, trace_guard = self._function_for(block, spec, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
+            stats.bump(precompiled_fallbacks=1)
+            self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
+                           "failed (%s: %s); that block takes the traced path", self.name,
+                           type(e).__name__, e)
+            fn, checks, trace_guard = None, [], None
+        slots["ready"][spec] = fn
+        watches = slots.setdefault("watch", {})
+        watches.pop(spec, None)
+        if fn is not None:
+            stats.bump(precompiled_blocks=1)
+            watch = call_watch.collect(checks, block, trace_guard)
+            if watch is not None:
+                watches[spec] = watch
+        return fn
+
+    def _changed(self, watch: "call_watch.Watch") -> bool:
+        """A watched tag moved since the block's checks passed: whether
+        something a check read really changed (then the block goes through
+        its first call's path again), said once per change and counted."""
+        what = watch.still_valid()
+        if what is None:
+            stats.bump(precompiled_watch_refreshes=1)
+            return False
+        stats.bump(precompiled_rechecks=1)
+        self._class_memo.clear()  # class descriptions of before the change
+        self.say_once(f"changed:{what}", "kcache: region %s: %s changed after a block's first call; "
+                       "checking that block again", self.name, what)
+        return True
 
     def _checked(self, block, state: _SpecState, variant: tuple[str, str],
                  compiled: tuple[Any, list] | None, args: tuple, kwargs: dict):
@@ -254,7 +285,7 @@ class PrecompiledRegion:
         if state is None:
             state = self._specs[by] = self._index(block, desc, args, kwargs)
         if state.fallback is not None:
-            return None
+            return None, [], None
         vkey, vexpl = self._variant_key(state, block)
         if vkey not in state.variants:
             state.variants[vkey] = self._variant(state, vkey, vexpl, block, args, kwargs)
@@ -263,8 +294,11 @@ class PrecompiledRegion:
             state.unverified.discard(vkey)
             if not self._verified(block, fn, vkey, args, kwargs):
                 state.variants[vkey] = None
-                return None
-        return fn
+                return None, [], None
+        if fn is None:
+            return None, [], None
+        guard = state.traced_guards.get(vkey)
+        return fn, state.variants[vkey][1], (None if isinstance(guard, str) else guard)
 
     def _verified(self, block, fn, vkey: str, args: tuple, kwargs: dict) -> bool:
         """KCACHE_VERIFY_FIRST_USE=1: a loaded variant's first call compared

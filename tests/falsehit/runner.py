@@ -2,7 +2,7 @@
 process and run warm under each of its mutation lists in others, every
 warm output and gradient compared with eager in the same process.
 
-    python -m falsehit.runner --seed 0 --cases 4 --warm 9 --out result.json [--traced]
+    python -m falsehit.runner --seed 0 --cases 4 --warm 9 --out result.json [--traced] [--after-first-call]
 
 Processes are forked from one parent that imported torch and kcache (and
 ran nothing), so each cold or warm run is a fresh process state at a
@@ -19,6 +19,14 @@ eagerly instead of through torch.compile's traced path: what is under test
 is the decision to use a stored function, and eager is what the traced
 path must equal; `--traced` runs KCACHE_PRECOMPILED=0 with real
 torch.compile everywhere (slower: every miss compiles).
+
+`--after-first-call` (issue 49) changes when a warm run mutates: it builds
+the model with the cold run's mutations, compiles it, runs one step (the
+first call: a hit), and only then applies the mutations it adds; the
+second step is the one compared with eager, on the same compiled model.
+Its outcomes say what the second call did: "hit" (nothing watched
+changed), "rechecked, hit" (a watched dict changed, the block's checks
+passed again), "fell back", "hit, some blocks fell back" or "missed".
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import torch
 
 import kcache
 import kcache.api
+import kcache.call_watch
 import kcache.precompiled
 
 from . import generate
@@ -44,7 +53,7 @@ from . import generate
 TOL = 1e-4  # relative to the largest eager value (see _diff)
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
          "precompiled_check_failures", "precompiled_traces", "precompiled_trace_checks", "compiles",
-         "verify_failures")
+         "verify_failures", "precompiled_rechecks", "precompiled_watch_refreshes", "precompiled_guard_failures")
 
 
 def _in_child(fn, timeout: int = 600) -> dict:
@@ -91,27 +100,40 @@ def _diff(eager: list[torch.Tensor], other: list[torch.Tensor]) -> float:
 
 
 def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
-         node: str = "node") -> dict:
-    """One process: build the case's model, mutate it, eager then kcache."""
+         node: str = "node", before_first: list[str] | None = None, watch: bool = True) -> dict:
+    """One process: build the case's model, mutate it, eager then kcache.
+
+    With `before_first` (the after-first-call mode) only those mutations
+    are applied before the compiled model's first step; the rest of
+    `mutations` after it, and the second step is compared."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
     os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
     os.environ["KCACHE_PRECOMPILED"] = "0" if traced else "1"
     torch.set_num_threads(1)
     if not traced:
         kcache.precompiled.PrecompiledRegion._traced = lambda self, block, slots: block
+    if not watch:  # the positive control: checks on the first call only, as before issue 49
+        kcache.call_watch.collect = lambda *a, **k: None
     sys.path.insert(0, str(case_dir))
     m = __import__(name)
     torch.manual_seed(0)
     model = m.Stack()
-    _apply(m, model, mutations)
     x = torch.randn(2, generate.DIM)
+    compiled = None
+    if before_first is None:
+        _apply(m, model, mutations)
+    else:
+        _apply(m, model, before_first)
+        compiled = kcache.compile_regions(model)
+        compiled(x.clone().requires_grad_(True)).square().mean().backward()
+        _apply(m, model, mutations[len(before_first):])
     results = []
     before = kcache.stats()
     dynamo = _dynamo_frames()
-    for compiled in (False, True):
+    for is_compiled in (False, True):
         for p in model.parameters():
             p.grad = None
-        run = kcache.compile_regions(model) if compiled else model
+        run = (compiled or kcache.compile_regions(model)) if is_compiled else model
         out = run(x.clone().requires_grad_(True))
         out.square().mean().backward()
         results.append(([out.detach()], [p.grad.clone() for p in model.parameters() if p.grad is not None]))
@@ -129,15 +151,22 @@ def _dynamo_frames() -> int:
     return adaptor.counters().get("stats", {}).get("unique_graphs", 0)
 
 
-def classify(r: dict, traced: bool) -> str:
+def classify(r: dict, traced: bool, after_first: bool = False) -> str:
     """missed: this process compiled; hit: a block ran a stored function
     (precompiled) or a stored region (traced); fell back: every block took
-    the traced path after a check or a hook."""
+    the traced path after a check or a hook. After the first call (the
+    blocks already installed): whether the watch saw a change and the
+    recheck passed ("rechecked, hit") or sent blocks elsewhere."""
     d = r["delta"]
     if d["misses"] or d["compiles"]:
         return "missed"
     if traced:
         return "hit" if d["hits_node"] else "traced"
+    if after_first:
+        fell = d["precompiled_check_failures"] or d["precompiled_fallbacks"] or d["precompiled_guard_failures"]
+        if fell:
+            return "hit, some blocks fell back" if d["precompiled_blocks"] else "fell back"
+        return "rechecked, hit" if d["precompiled_rechecks"] else "hit"
     fell = d["precompiled_check_failures"] or d["precompiled_fallbacks"]
     if not d["precompiled_blocks"]:
         return "fell back" if fell else "traced"
@@ -145,7 +174,8 @@ def classify(r: dict, traced: bool) -> str:
 
 
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
-             c: generate.Case | None = None, host_facts: pathlib.Path | None = None) -> dict:
+             c: generate.Case | None = None, host_facts: pathlib.Path | None = None,
+             after_first: bool = False, watch: bool = True) -> dict:
     c = c or generate.case(seed, warm_runs)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -158,12 +188,13 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
     warm = []
     for i, mutations in enumerate(c.warm):
         t = time.perf_counter()
-        r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced))
+        r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced,
+                                   before_first=c.cold if after_first else None, watch=watch))
         r["seconds"] = round(time.perf_counter() - t, 2)
         r["mutations"] = mutations
         r["added"] = mutations[len(c.cold):] if mutations[:len(c.cold)] == c.cold else mutations
         if "error" not in r:
-            r["outcome"] = classify(r, traced)
+            r["outcome"] = classify(r, traced, after_first)
             r["false_hit"] = r["out_diff"] > TOL or r["grad_diff"] > TOL
         warm.append(r)
     return {"seed": seed, "name": c.name, "features": c.features, "cold_mutations": c.cold,
@@ -207,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--traced", action="store_true")
     ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
+    ap.add_argument("--after-first-call", action="store_true",
+                    help="warm runs mutate after the compiled model's first step (issue 49)")
+    ap.add_argument("--no-watch", action="store_true",
+                    help="the positive control of --after-first-call: no checks after a block's first call")
     ap.add_argument("--single", nargs=2, metavar=("NODE", "INDUCTOR"),
                     help="one run of the all-features case --seed (generate.every_kind) in this "
                          "process, node tier and Inductor dir "
@@ -229,11 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     cases = []
     for seed in range(args.seed, args.seed + args.cases):
         one = generate.every_kind(seed) if args.every_kind else None
-        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts))
+        cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
+                              args.after_first_call, not args.no_watch))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)
-    result = {"mode": "traced" if args.traced else "precompiled", "seed": args.seed,
+    result = {"mode": "traced" if args.traced else "precompiled",
+              "mutate": "after the first call" if args.after_first_call else "between processes",
+              "seed": args.seed,
               "seconds": round(time.perf_counter() - start, 1), "summary": summarize(cases),
               "torch": torch.__version__, "cases": cases}
     pathlib.Path(args.out).write_text(json.dumps(result, indent=1))

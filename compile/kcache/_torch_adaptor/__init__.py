@@ -27,7 +27,7 @@ What it provides:
   need (kcache/_torch_adaptor_imports.py, kept outside this package so that
   it imports without torch's compiler).
 
-One file per idea (drift.py, compiled_module.py, inductor.py, config_key.py, capture.py,
+One file per idea (drift.py, compiled_module.py, versions.py, inductor.py, config_key.py, capture.py,
 target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
 trace_capture.py, hooks.py, graph_ops.py);
 callers import only this package, `from kcache import _torch_adaptor as
@@ -43,6 +43,7 @@ import torch
 
 from .aoti import aoti_compile_package, aoti_load_package
 from .compiled_module import OptimizedModule, init_optimized_module
+from .versions import dict_version
 from .capture import Capture, record_loaded_libraries, capture_region, restore_region
 from .config_key import config_fingerprint, ensure_recompile_limit
 from .gpu_kernels import triton_cubins
@@ -144,7 +145,7 @@ def _traced_required() -> dict[str, bool]:
 
 def _required() -> dict[str, bool]:
     """Everything: the traced path's needs, aot_compile and the trace checks."""
-    from . import compiled_module, precompiled, trace_capture
+    from . import compiled_module, precompiled, trace_capture, versions
 
     return {**_traced_required(), **precompiled.required(), **trace_capture.required(),
-            **compiled_module.required()}
+            **compiled_module.required(), **versions.required()}

@@ -73,3 +73,41 @@ def test_bounded_fuzz_finds_no_false_hit(tmp_path):
     # unchanged warm runs hit after one trace check each, its changed ones not.
     checked = [w for c in result["cases"] for w in c["warm"] if w["delta"]["precompiled_trace_checks"]]
     assert any(w["outcome"] == "hit" and not w["added"] for w in checked), checked
+
+
+@pytest.mark.slow
+def test_every_kind_of_change_after_the_first_call_is_seen(tmp_path):
+    """Issue 49: each mutation snippet applied after the compiled model's
+    first step (a hit), then the second step compared with eager. About a
+    minute each: with the per-call watch (kcache.call_watch) there is no
+    false hit and every change is seen; without it (the positive control,
+    checks on the first call only) the same runs give false hits."""
+    result = fuzz(tmp_path / "watch", "--every-kind", "--cases", "1", "--after-first-call")
+    assert result["summary"]["false_hits"] == 0, result["summary"]
+    for w in result["cases"][0]["warm"]:
+        name = w["added"][0] if w["added"] else "(unchanged)"
+        assert not w["false_hit"], (name, w)
+        if not w["added"] or w["added"][0] in ("pass", "m.SCALE = m.SCALE", "for b in blocks: b.fn = b.fn"):
+            # Unchanged: the second step runs the loaded functions, nothing rechecked.
+            assert w["outcome"] == "hit" and w["delta"]["precompiled_rechecks"] == 0, (name, w)
+            assert w["delta"]["dynamo_frames"] == 0, (name, w)
+        else:
+            assert w["outcome"] != "hit", (name, w)
+            if "hook" not in name:  # hooks are checked on every call without the watch
+                assert w["delta"]["precompiled_rechecks"] >= 1, (name, w)
+    control = fuzz(tmp_path / "control", "--every-kind", "--cases", "1", "--after-first-call", "--no-watch")
+    assert control["summary"]["false_hits"] >= 10, control["summary"]
+
+
+@pytest.mark.slow
+def test_bounded_fuzz_after_the_first_call_finds_no_false_hit(tmp_path):
+    """About a minute: the bounded run's seeds (3 generated blocks, 12 warm
+    runs each) mutating after the first step instead of before it."""
+    result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12", "--after-first-call")
+    s = result["summary"]
+    assert s["false_hits"] == 0 and s["errors"] == 0, s
+    assert s["outcomes"].get("hit", 0) >= 3 and sum(n for k, n in s["outcomes"].items() if k != "hit") >= 3, s
+    for c in result["cases"]:
+        for w in c["warm"]:
+            if not w["added"]:
+                assert w["outcome"] == "hit", (c["name"], w)

@@ -88,16 +88,25 @@ def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
     assert fourth["kcache"]["client"]["refused"] == 0 and fourth["kcache"]["hits_node"] == 1
 
 
-def test_guard_failing_at_run_time_takes_the_traced_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("watch", [True, False])
+def test_a_guarded_value_changed_after_the_first_call_is_seen(tmp_path, monkeypatch, watch):
+    """config.scale, read in forward, changes after the first call. With
+    the per-call watch (issue 49) each block sees it before the call and
+    goes through its first call's path again; without it (collect patched
+    out), PyTorch's kept guard (CONSTANT_MATCH) fails and the block takes
+    the traced path. Either way the output follows the change."""
     import sys
 
     import torch
 
     import kcache
+    import kcache.call_watch
 
     sys.path.insert(0, str(REPO / "tests"))
     from models import blocks
 
+    if not watch:
+        monkeypatch.setattr(kcache.call_watch, "collect", lambda *a, **k: None)
     monkeypatch.setenv("KCACHE_LOCAL_DIR", str(tmp_path / "node"))
     monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     kcache.configure(local_dir=str(tmp_path / "node"))
@@ -108,10 +117,14 @@ def test_guard_failing_at_run_time_takes_the_traced_path(tmp_path, monkeypatch):
     x, = blocks._tokens()
     with torch.no_grad():
         assert torch.allclose(compiled(x), model(x), atol=1e-5)
-        before = kcache.stats()["precompiled_guard_failures"]
+        before = kcache.stats()
         config.scale = 0.125  # read in forward: guarded (CONSTANT_MATCH)
         assert torch.allclose(compiled(x), model(x), atol=1e-5)
-    assert kcache.stats()["precompiled_guard_failures"] - before == 2  # each block, once
+    after = kcache.stats()
+    if watch:
+        assert after["precompiled_rechecks"] - before["precompiled_rechecks"] == 2  # each block, once
+    else:
+        assert after["precompiled_guard_failures"] - before["precompiled_guard_failures"] == 2
 
 
 def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_path, monkeypatch):

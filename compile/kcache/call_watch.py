@@ -1,0 +1,328 @@
+"""Every call, not only the first: what a precompiled block's checks read,
+watched cheaply so that a change after the first call is seen.
+
+A block's portable checks (kcache.portable_checks) resolve paths on live
+objects — its class and bases and their members, its submodules' classes,
+functions held in attributes, module globals and the dicts an inlined
+function read — and run once per block and call signature. After they
+pass, `collect` records the dicts those paths read from (class dicts, module
+globals, instance dicts, registries) with their version tags, the objects
+whose class a check pinned, and the parts of functions that live outside
+any dict (code, defaults, closure cells). `Watch.unchanged()` compares them
+on every call: one C call per dict (PyTorch's dict_version, as Dynamo's
+DICT_VERSION guards) and an identity test per pinned object.
+
+When a tag moved, `Watch.still_valid()` looks closer before anything is
+redone: in a dict read by key (module globals, an instance's __dict__),
+only a change to a key a check read, or to an instance key that shadows a
+class member, counts; any write to a dict read whole (a class's members, a
+registry described by value) counts. A change that counts sends the block
+back through the first call's path (kcache.precompiled: the checks again,
+then the same or another stored variant, a compile, or the traced path).
+
+Not seen (docs/precompiled.md "Every call"): in-place changes to objects
+that have no version tag and that a check reads below the first level (a
+list's items, an object reached through a closure cell or a default
+argument after the check's path ends), and `__code__` replaced on a
+function a class member refers to indirectly. Dynamo's own guards kept in
+the stored function (checked on every call as before) cover constants and
+tensors.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import importlib
+import types
+from typing import Any
+
+import torch
+
+from . import _torch_adaptor as adaptor
+
+_MISSING = object()
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+_BUILTIN_NAMES = frozenset(vars(builtins))
+
+
+def class_dict(cls: type) -> dict:
+    """The dict behind `cls.__dict__` (a read-only proxy of it)."""
+    return gc.get_referents(cls.__dict__)[0]
+
+
+class Watch:
+    """What one block's checks read, under one call signature."""
+
+    __slots__ = ("dicts", "versions", "labels", "keyed", "snaps", "pinned", "parts", "funcs", "lists",
+                 "trace_guard", "guard_failed")
+
+    def __init__(self, trace_guard: Any = None) -> None:
+        # A variant with guards that have no portable check: the guards of
+        # this process's trace of it (kcache.precompiled's trace check),
+        # checked on every call too.
+        self.trace_guard = trace_guard
+        self.guard_failed = False
+        self.dicts: list[dict] = []
+        self.versions: tuple = ()
+        self.labels: list[str] = []
+        # index in dicts -> (keys read, names it may shadow) for dicts read
+        # by key; absent for dicts read whole
+        self.keyed: dict[int, tuple[set, frozenset]] = {}
+        # per dict: its items when sealed (the objects, not their ids: a
+        # freed object's id can be reused by the one that replaced it)
+        self.snaps: list[dict] = []
+        self.pinned: list[tuple[Any, type]] = []  # (object, the class a check pinned)
+        self.parts: list[tuple[Any, tuple]] = []  # (function or list, its parts: _parts)
+
+    # ---------------------------------------------------------- recording
+
+    def _dict(self, d: dict, label: str, key: Any = _MISSING, shadows: frozenset = frozenset()) -> None:
+        for i, known in enumerate(self.dicts):
+            if known is d:
+                break
+        else:
+            i = len(self.dicts)
+            self.dicts.append(d)
+            self.labels.append(label)
+            if key is not _MISSING:
+                self.keyed[i] = (set(), shadows)
+        entry = self.keyed.get(i)
+        if entry is None:
+            return
+        if key is _MISSING:
+            del self.keyed[i]  # read whole after all
+        else:
+            entry[0].add(key)
+
+    def _class(self, cls: type) -> None:
+        for c in cls.__mro__:
+            # A class defined in C with an immutable type (dict, OrderedDict,
+            # builtin functions) cannot change: nothing to watch.
+            if c is not object and not c.__flags__ & _IMMUTABLE_TYPE:
+                self._dict(class_dict(c), f"the members of {c.__module__}.{c.__qualname__}")
+
+    def _instance(self, obj: Any, name: Any) -> None:
+        """An attribute `name` read on `obj` (not a class or module)."""
+        cls = type(obj)
+        self._class(cls)
+        shadows = frozenset(n for c in cls.__mro__ for n in vars(c))
+        label = f"the attributes of a {cls.__qualname__}"
+        if isinstance(getattr(obj, "__dict__", None), dict):
+            self._dict(obj.__dict__, label, name, shadows)
+        if isinstance(obj, torch.nn.Module):
+            # Submodules by name; a parameter or buffer only where a check
+            # read one (the compiled function takes them from the block on
+            # every call: replacing one is not a change of code).
+            for part in ("_modules", "_parameters", "_buffers"):
+                d = obj.__dict__[part]
+                if part == "_modules" or name in d:
+                    self._dict(d, f"the {part[1:]} of a {cls.__qualname__}", name)
+
+    def _value(self, value: Any, kind: str, arg: Any) -> None:
+        """What a check of `kind` described of its resolved value."""
+        if kind == "type":
+            self.pinned.append((value, type(value)))
+            self._class(type(value))
+        elif kind in ("keys", "length", "contains") and isinstance(value, dict):
+            self._dict(value, "a dict a check reads")
+        elif kind == "in_dict" and isinstance(getattr(value, "__dict__", None), dict):
+            self._dict(value.__dict__, f"the attributes of a {type(value).__qualname__}")
+        elif kind == "hasattr":
+            self._attr(value, arg)
+        elif kind in ("value", "object"):
+            self._described(value, 0)
+        if isinstance(value, list):
+            self.parts.append((value, tuple(value)))
+
+    def _described(self, value: Any, depth: int) -> None:
+        if depth > 2:
+            return
+        if isinstance(value, type):
+            self._class(value)
+        elif isinstance(value, types.FunctionType):
+            self.parts.append((value, _function_parts(value)))
+            for cell in value.__closure__ or ():
+                try:
+                    self._described(cell.cell_contents, depth + 1)
+                except ValueError:
+                    pass
+        elif isinstance(value, types.MethodType):
+            self._described(value.__func__, depth + 1)
+            self._described(value.__self__ if isinstance(value.__self__, type) else type(value.__self__),
+                            depth + 1)
+        elif isinstance(value, dict):
+            self._dict(value, "a dict a check read")
+        elif isinstance(value, types.ModuleType):
+            pass
+        elif not isinstance(value, (int, float, str, bool, bytes, type(None), tuple, torch.Tensor)):
+            self._class(type(value))
+            if isinstance(getattr(value, "__dict__", None), dict):
+                self._dict(value.__dict__, f"the attributes of a {type(value).__qualname__}")
+
+    def _attr(self, obj: Any, name: str) -> None:
+        if isinstance(obj, type):
+            self._class(obj)
+        elif isinstance(obj, types.ModuleType):
+            self._dict(obj.__dict__, f"the globals of {obj.__name__}", name, _BUILTIN_NAMES)
+        else:
+            self._instance(obj, name)
+
+    def seal(self) -> "Watch":
+        # One entry per object: many checks pin the same block or function.
+        self.pinned = list({id(o): (o, c) for o, c in self.pinned}.values())
+        self.parts = list({id(o): (o, s) for o, s in self.parts}.values())
+        self.funcs = [(o, *s[:3], s[3]) for o, s in self.parts if isinstance(o, types.FunctionType)]
+        self.lists = [(o, s) for o, s in self.parts if not isinstance(o, types.FunctionType)]
+        self.versions = tuple(map(adaptor.dict_version, self.dicts))
+        self.snaps = [dict(d) for d in self.dicts]
+        return self
+
+    # ---------------------------------------------------------- every call
+
+    def unchanged(self, block: torch.nn.Module, args: tuple, kwargs: dict) -> bool:
+        """The fast test, on every call."""
+        if tuple(map(adaptor.dict_version, self.dicts)) != self.versions:
+            return False
+        if self.trace_guard is not None and not self.trace_guard.check(
+                {"block": block, "args": args, "kwargs": kwargs}):
+            self.guard_failed = True
+            return False
+        for obj, cls in self.pinned:
+            if type(obj) is not cls:
+                return False
+        try:
+            for fn, code, defaults, kwdefaults, cells in self.funcs:
+                if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
+                    return False
+                for cell, content in cells:
+                    if cell.cell_contents is not content:
+                        return False
+        except ValueError:  # a cell emptied
+            return False
+        for lst, items in self.lists:
+            if len(lst) != len(items) or any(a is not b for a, b in zip(lst, items)):
+                return False
+        return True
+
+    def still_valid(self) -> str | None:
+        """After unchanged() said no: None when nothing a check read
+        changed (the new tags are kept), else what changed, in words."""
+        if self.guard_failed:
+            return "a guard of this process's trace of the region"
+        for obj, cls in self.pinned:
+            if type(obj) is not cls:
+                return f"the class of an object a check pinned ({cls.__qualname__} -> {type(obj).__qualname__})"
+        for obj, parts in self.parts:
+            if not _same(_parts(obj), parts):
+                return f"{getattr(obj, '__qualname__', type(obj).__qualname__)} changed in place"
+        now = tuple(map(adaptor.dict_version, self.dicts))
+        for i, (d, was, is_) in enumerate(zip(self.dicts, self.versions, now)):
+            if was == is_:
+                continue
+            # A tag also moves when a key is written with the object it held
+            # (a patch undone): only keys whose object changed count.
+            snap = self.snaps[i]
+            changed = {k for k in snap.keys() | d.keys() if snap.get(k, _MISSING) is not d.get(k, _MISSING)}
+            entry = self.keyed.get(i)
+            if entry is not None:
+                read, shadows = entry
+                changed = {k for k in changed if k in read or k in shadows}
+            if changed:
+                return f"{self.labels[i]} ({', '.join(sorted(map(str, changed))[:4])})"
+        self.seal()
+        return None
+
+
+class _Covered(Exception):
+    """A check whose object is watched elsewhere."""
+
+
+def _is_hook_dict(name: Any) -> bool:
+    """A module's or torch.nn's hook registry (`_forward_hooks`,
+    `_global_backward_hooks`, ...): module_hooks() reads them on every call."""
+    return isinstance(name, str) and name.startswith("_") and ("_hooks" in name)
+
+
+def _function_parts(fn: types.FunctionType) -> tuple:
+    """What of a function lives outside any dict: its code, defaults and
+    the objects in its (full) closure cells."""
+    cells = tuple((c, c.cell_contents) for c in fn.__closure__ or () if _cell_full(c))
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, cells)
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _parts(obj: Any) -> tuple:
+    if isinstance(obj, types.FunctionType):
+        try:
+            return _function_parts(obj)
+        except ValueError:
+            return ()
+    return tuple(obj)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y or (isinstance(x, tuple) and isinstance(y, tuple) and _same(x, y))
+                                    for x, y in zip(a, b))
+
+
+def collect(checks: list[dict[str, Any]], block: torch.nn.Module, trace_guard: Any = None) -> Watch | None:
+    """The watch for a block whose checks just passed; None when it has
+    nothing to watch."""
+    w = Watch(trace_guard)
+    for c in checks:
+        if c["kind"] == "trace":
+            continue
+        path = c["path"]
+        if path and path[0][0] == "local" and path[0][1] != "block":
+            continue  # args and kwargs: the call signature covers them
+        try:
+            obj: Any = _MISSING
+            copy = False  # obj is a copy of a class's members (a "typedict" step): watched whole
+            for step in path:
+                op = step[0]
+                was_copy, copy = copy, False
+                if op == "local":
+                    obj = block
+                elif op == "module":
+                    obj = importlib.import_module(step[1])
+                elif op == "attr":
+                    if _is_hook_dict(step[1]):
+                        raise _Covered  # kcache.precompiled checks hooks on every call already
+                    w._attr(obj, step[1])
+                    obj = getattr(obj, step[1])
+                elif op == "item":
+                    if isinstance(obj, dict) and not was_copy:
+                        w._dict(obj, f"a dict {c['source']} reads", step[1])
+                    obj = obj[step[1]]
+                elif op == "type":
+                    w.pinned.append((obj, type(obj)))
+                    obj = type(obj)
+                elif op in ("typedict", "mro"):
+                    w._class(obj)
+                    obj = dict(obj.__dict__) if op == "typedict" else obj.__mro__
+                    copy = op == "typedict"
+                elif op == "vars":
+                    w._dict(vars(obj), f"the attributes of a {type(obj).__qualname__}")
+                    obj = vars(obj)
+                elif op == "closure":
+                    w.parts.append((obj, _function_parts(obj)))
+                    obj = obj.__closure__
+                elif op in ("default", "kwdefault"):
+                    w.parts.append((obj, _function_parts(obj)))
+                    obj = (obj.__defaults__ if op == "default" else obj.__kwdefaults__)[step[1]]
+                else:
+                    raise KeyError(op)
+            w._value(obj, c["kind"], c.get("arg"))
+        except _Covered:
+            continue
+        except Exception:  # noqa: BLE001 - the check read it a moment ago; nothing to watch here
+            continue
+    return w.seal() if (w.dicts or w.pinned or w.parts or trace_guard is not None) else None

@@ -1,0 +1,40 @@
+"""Every call, not only the first (issue 49): a block whose class's forward
+is replaced after its first call runs the new code, as stock torch.compile
+does, in the cold process and in a warm one (every_call_job.py). Each
+kind of change the false-hit fuzzer knows is covered by
+test_false_hit_fuzz.py's after-first-call runs; this is the reported case
+as a named regression test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kc_testing import PYTHON, python_env
+
+JOB = __import__("pathlib").Path(__file__).parent / "every_call_job.py"
+
+
+def job(tmp_path, name: str) -> dict:
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
+    r = subprocess.run([PYTHON, str(JOB)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_class_method_replaced_after_the_first_call_runs_the_new_code(tmp_path):
+    for name in ("cold", "warm"):
+        r = job(tmp_path, name)
+        if name == "cold":
+            assert r["stats"]["misses"] >= 1  # positive control: the cold process compiled
+        else:
+            assert r["stats"]["misses"] == 0 and r["stats"]["hits_node"] >= 1, r
+        assert r["stats"]["precompiled_blocks"] >= 4, r  # the precompiled path ran
+        assert r["unchanged_diff"] < 1e-5, r
+        # Before issue 49 this was 4.0 off: the old compiled code ran.
+        assert r["patched_diff"] < 1e-5, (name, r)
+        assert r["delta"]["precompiled_rechecks"] == 4 and r["delta"]["precompiled_check_failures"] == 4, r
+        assert any("PatchBlock" in s and "forward" in s for s in r["said"]), r["said"]
