@@ -35,6 +35,7 @@ import builtins
 import gc
 import importlib
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -55,7 +56,7 @@ class Watch:
     """What one block's checks read, under one call signature."""
 
     __slots__ = ("dicts", "versions", "labels", "keyed", "snaps", "pinned", "parts", "funcs", "lists",
-                 "trace_guard", "guard_failed")
+                 "trace_guard", "guard_failed", "_index", "_classes", "_shared")
 
     def __init__(self, trace_guard: Any = None) -> None:
         # A variant with guards that have no portable check: the guards of
@@ -64,6 +65,9 @@ class Watch:
         self.trace_guard = trace_guard
         self.guard_failed = False
         self.dicts: list[dict] = []
+        self._index: dict[int, int] = {}  # id(dict) -> its index in dicts, while collecting
+        self._classes: set[int] = set()  # classes whose MRO is already in dicts
+        self._shared: set[int] = set()  # ids of class dicts and module globals (long-lived, shared)
         self.versions: tuple = ()
         self.labels: list[str] = []
         # index in dicts -> (keys read, names it may shadow) for dicts read
@@ -78,11 +82,9 @@ class Watch:
     # ---------------------------------------------------------- recording
 
     def _dict(self, d: dict, label: str, key: Any = _MISSING, shadows: frozenset = frozenset()) -> None:
-        for i, known in enumerate(self.dicts):
-            if known is d:
-                break
-        else:
-            i = len(self.dicts)
+        i = self._index.get(id(d))
+        if i is None:
+            i = self._index[id(d)] = len(self.dicts)
             self.dicts.append(d)
             self.labels.append(label)
             if key is not _MISSING:
@@ -96,17 +98,22 @@ class Watch:
             entry[0].add(key)
 
     def _class(self, cls: type) -> None:
+        if id(cls) in self._classes:
+            return
+        self._classes.add(id(cls))
         for c in cls.__mro__:
             # A class defined in C with an immutable type (dict, OrderedDict,
             # builtin functions) cannot change: nothing to watch.
             if c is not object and not c.__flags__ & _IMMUTABLE_TYPE:
-                self._dict(class_dict(c), f"the members of {c.__module__}.{c.__qualname__}")
+                d = class_dict(c)
+                self._shared.add(id(d))
+                self._dict(d, f"the members of {c.__module__}.{c.__qualname__}")
 
     def _instance(self, obj: Any, name: Any) -> None:
         """An attribute `name` read on `obj` (not a class or module)."""
         cls = type(obj)
         self._class(cls)
-        shadows = frozenset(n for c in cls.__mro__ for n in vars(c))
+        shadows = _member_names(cls)
         label = f"the attributes of a {cls.__qualname__}"
         if isinstance(getattr(obj, "__dict__", None), dict):
             self._dict(obj.__dict__, label, name, shadows)
@@ -164,6 +171,7 @@ class Watch:
         if isinstance(obj, type):
             self._class(obj)
         elif isinstance(obj, types.ModuleType):
+            self._shared.add(id(obj.__dict__))
             self._dict(obj.__dict__, f"the globals of {obj.__name__}", name, _BUILTIN_NAMES)
         else:
             self._instance(obj, name)
@@ -174,8 +182,13 @@ class Watch:
         self.parts = list({id(o): (o, s) for o, s in self.parts}.values())
         self.funcs = [(o, *s[:3], s[3]) for o, s in self.parts if isinstance(o, types.FunctionType)]
         self.lists = [(o, s) for o, s in self.parts if not isinstance(o, types.FunctionType)]
+        self._index, self._classes = {}, set()  # collection only; _shared stays for refreshes
         self.versions = tuple(map(adaptor.dict_version, self.dicts))
-        self.snaps = [dict(d) for d in self.dicts]
+        # Class dicts and globals: one copy shared by the blocks of a region
+        # (a module-level cache would keep a freed model's instance dicts,
+        # and their tensors, alive: those are copied per watch).
+        self.snaps = [_snapshot(d, v) if id(d) in self._shared else dict(d)
+                      for d, v in zip(self.dicts, self.versions)]
         return self
 
     # ---------------------------------------------------------- every call
@@ -232,6 +245,31 @@ class Watch:
                 return f"{self.labels[i]} ({', '.join(sorted(map(str, changed))[:4])})"
         self.seal()
         return None
+
+
+_MEMBER_NAMES: "weakref.WeakKeyDictionary[type, frozenset]" = weakref.WeakKeyDictionary()
+# id(dict) -> (the dict, its version, a copy of it then): blocks of a region
+# share their class dicts and globals, so one copy serves all their watches
+# (the copies are only read).
+_SNAPSHOTS: dict[int, tuple[dict, int, dict]] = {}
+
+
+def _snapshot(d: dict, version: int) -> dict:
+    hit = _SNAPSHOTS.get(id(d))
+    if hit is not None and hit[0] is d and hit[1] == version:
+        return hit[2]
+    snap = dict(d)
+    _SNAPSHOTS[id(d)] = (d, version, snap)
+    return snap
+
+
+def _member_names(cls: type) -> frozenset:
+    """The names an instance attribute of `cls` would shadow (memoized: a
+    class whose members change is watched whole anyway)."""
+    names = _MEMBER_NAMES.get(cls)
+    if names is None:
+        names = _MEMBER_NAMES[cls] = frozenset(n for c in cls.__mro__ for n in vars(c))
+    return names
 
 
 class _Covered(Exception):
