@@ -34,6 +34,7 @@ from __future__ import annotations
 import builtins
 import gc
 import importlib
+import sys
 import types
 import weakref
 from typing import Any
@@ -230,21 +231,46 @@ class Watch:
             if not _same(_parts(obj), parts):
                 return f"{getattr(obj, '__qualname__', type(obj).__qualname__)} changed in place"
         now = tuple(map(adaptor.dict_version, self.dicts))
+        moved = []
         for i, (d, was, is_) in enumerate(zip(self.dicts, self.versions, now)):
             if was == is_:
                 continue
+            moved.append(i)
             # A tag also moves when a key is written with the object it held
             # (a patch undone): only keys whose object changed count.
             snap = self.snaps[i]
-            changed = {k for k in snap.keys() | d.keys() if snap.get(k, _MISSING) is not d.get(k, _MISSING)}
+            changed = {k for k in snap.keys() | d.keys() if not _same_value(snap.get(k, _MISSING), d.get(k, _MISSING))}
             entry = self.keyed.get(i)
             if entry is not None:
                 read, shadows = entry
                 changed = {k for k in changed if k in read or k in shadows}
             if changed:
                 return f"{self.labels[i]} ({', '.join(sorted(map(str, changed))[:4])})"
-        self.seal()
+        # Nothing a check read: keep the new tags, and copies of the moved
+        # dicts only (a dict written on every call costs one copy per call).
+        self.versions = now
+        for i in moved:
+            d = self.dicts[i]
+            self.snaps[i] = _snapshot(d, now[i]) if id(d) in self._shared else dict(d)
         return None
+
+
+_PLAIN = (int, float, str, bool, bytes, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """The same object, or equal plain values (a module writing
+    `self.shape = tuple(x.shape)` on every call changes nothing a check,
+    which describes plain values by value, would see)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, _PLAIN):
+        return a == b
+    if type(a) is tuple:
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    return False
 
 
 _MEMBER_NAMES: "weakref.WeakKeyDictionary[type, frozenset]" = weakref.WeakKeyDictionary()
@@ -363,4 +389,37 @@ def collect(checks: list[dict[str, Any]], block: torch.nn.Module, trace_guard: A
             continue
         except Exception:  # noqa: BLE001 - the check read it a moment ago; nothing to watch here
             continue
+    if trace_guard is not None:
+        _trace_checked_extras(w, block)
     return w.seal() if (w.dicts or w.pinned or w.parts or trace_guard is not None) else None
+
+
+def _trace_checked_extras(w: Watch, block: torch.nn.Module) -> None:
+    """A variant checked by a trace has no portable checks to follow, and
+    the trace's guard manager checks the identity of what the forward
+    reached, not the members of its classes (a method replaced on the
+    class of a global module, found by the fuzzer). Watched instead: the
+    classes and attributes of the block and its submodules, and, one level
+    into the globals of each of their modules, every class defined there
+    and the class and attributes of every object of such a class. Wider
+    than needed (a global written anywhere in those modules rechecks), and
+    a recheck traces again (kcache.precompiled)."""
+    modules = set()
+    for sub in block.modules():
+        w._class(type(sub))
+        w._dict(sub.__dict__, f"the attributes of a {type(sub).__qualname__}")
+        w._dict(sub._modules, f"the modules of a {type(sub).__qualname__}")
+        modules.add(type(sub).__module__)
+    for name in sorted(modules):
+        mod = sys.modules.get(name)
+        if mod is None or name.startswith("torch."):
+            continue
+        w._shared.add(id(mod.__dict__))
+        w._dict(mod.__dict__, f"the globals of {name}")
+        for value in list(vars(mod).values()):
+            cls = value if isinstance(value, type) else type(value)
+            if getattr(cls, "__module__", None) != name:
+                continue
+            w._class(cls)
+            if not isinstance(value, type) and isinstance(getattr(value, "__dict__", None), dict):
+                w._dict(value.__dict__, f"the attributes of {name}.{cls.__qualname__} object")

@@ -189,6 +189,8 @@ class PrecompiledRegion:
             return False
         stats.bump(precompiled_rechecks=1)
         self._class_memo.clear()  # class descriptions of before the change
+        for state in self._specs.values():  # and traces of before it: trace again
+            state.traced_guards.clear()
         self.say_once(f"changed:{what}", "kcache: region %s: %s changed after a block's first call; "
                        "checking that block again", self.name, what)
         return True

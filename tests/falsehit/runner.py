@@ -175,7 +175,7 @@ def classify(r: dict, traced: bool, after_first: bool = False) -> str:
 
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
              c: generate.Case | None = None, host_facts: pathlib.Path | None = None,
-             after_first: bool = False, watch: bool = True) -> dict:
+             after_first: bool = False, watch: bool = True, runs: set[int] | None = None) -> dict:
     c = c or generate.case(seed, warm_runs)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -187,11 +187,14 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
     cold["seconds"] = round(time.perf_counter() - t, 2)
     warm = []
     for i, mutations in enumerate(c.warm):
+        if runs is not None and i not in runs:
+            continue
         t = time.perf_counter()
         r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced,
                                    before_first=c.cold if after_first else None, watch=watch))
         r["seconds"] = round(time.perf_counter() - t, 2)
         r["mutations"] = mutations
+        r["index"] = i
         r["added"] = mutations[len(c.cold):] if mutations[:len(c.cold)] == c.cold else mutations
         if "error" not in r:
             r["outcome"] = classify(r, traced, after_first)
@@ -240,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
     ap.add_argument("--after-first-call", action="store_true",
                     help="warm runs mutate after the compiled model's first step (issue 49)")
+    ap.add_argument("--runs", help="only these warm runs of each case, by index (e.g. 1,17): regression tests")
     ap.add_argument("--no-watch", action="store_true",
                     help="the positive control of --after-first-call: no checks after a block's first call")
     ap.add_argument("--single", nargs=2, metavar=("NODE", "INDUCTOR"),
@@ -265,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.seed, args.seed + args.cases):
         one = generate.every_kind(seed) if args.every_kind else None
         cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
-                              args.after_first_call, not args.no_watch))
+                              args.after_first_call, not args.no_watch,
+                              {int(i) for i in args.runs.split(",")} if args.runs else None))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)

@@ -111,3 +111,24 @@ def test_bounded_fuzz_after_the_first_call_finds_no_false_hit(tmp_path):
         for w in c["warm"]:
             if not w["added"]:
                 assert w["outcome"] == "hit", (c["name"], w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed,runs", [
+    # The long after-first-call run's first false hits (2026-12-05): case
+    # 4001's run 10 replaced `type(m.LOCAL).forward` (the class of a global
+    # module) in a variant checked by a trace, whose guard manager checks
+    # identities, not class members; case 5001's flagged run was one of
+    # these (its index was not recorded), all class or attribute changes
+    # in trace-checked variants. Fixed by watching the block's modules'
+    # classes for such variants and tracing again on a recheck.
+    (4001, "10"), (5001, "1,2,17"),
+])
+def test_false_hits_the_long_run_found_after_the_first_call(tmp_path, seed, runs):
+    result = fuzz(tmp_path, "--seed", str(seed), "--cases", "1", "--warm", "24", "--after-first-call",
+                  "--runs", runs)
+    warm = result["cases"][0]["warm"]
+    assert [w["index"] for w in warm] == [int(i) for i in runs.split(",")]
+    for w in warm:
+        assert not w["false_hit"] and w["outcome"] != "hit", w
+        assert w["delta"]["precompiled_rechecks"] >= 1 and w["delta"]["precompiled_trace_checks"] >= 1, w
