@@ -16,7 +16,7 @@ def load(pattern: str) -> list[dict]:
 def merge(runs: list[dict]) -> dict:
     out = {"cases": 0, "warm_runs": 0, "false_hits": 0, "errors": 0, "outcomes": {},
            "mutation_kinds": {}, "seconds": 0.0, "error_lines": [],
-           "trace_checked": 0, "trace_checked_hits": 0}
+           "trace_checked": 0, "trace_checked_hits": 0, "unchanged": 0, "unchanged_hits": 0}
     for r in runs:
         for c in r["cases"]:
             for w in [c["cold"], *c["warm"]]:
@@ -31,6 +31,8 @@ def merge(runs: list[dict]) -> dict:
                 out[field][k] = out[field].get(k, 0) + n
         out["seconds"] = max(out["seconds"], r["seconds"])
         warm = [w for c in r["cases"] for w in c["warm"] if "error" not in w]
+        out["unchanged"] += sum(1 for w in warm if not w["added"])
+        out["unchanged_hits"] += sum(1 for w in warm if not w["added"] and w["outcome"] == "hit")
         out["trace_checked"] += sum(1 for w in warm if w["delta"].get("precompiled_trace_checks"))
         out["trace_checked_hits"] += sum(1 for w in warm if w["delta"].get("precompiled_trace_checks")
                                          and w["outcome"].startswith("hit"))
@@ -55,6 +57,8 @@ def section(title: str, m: dict, needed: int = 0) -> list[str]:
                   f"{mutated:,} warm runs added a mutation to the cold run's (the other "
                   f"{valid - mutated:,} repeat it exactly: the positive controls, which must hit), "
                   + ("met." if mutated >= needed and m["false_hits"] == 0 else "not met."), ""]
+    lines += [f"Positive controls: {m['unchanged_hits']} of the {m['unchanged']} warm runs that repeat the "
+              "cold run's mutations exactly hit.", ""]
     lines += ["What kcache did:", ""]
     lines += table(m["outcomes"], max(m["warm_runs"], 1))
     lines += ["", f"Runs in which a region was trace-checked (a guard without a portable check: "
