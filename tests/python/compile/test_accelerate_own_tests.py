@@ -9,6 +9,11 @@ The three CPU tests must run and pass; a route that runs none of them
 fails. The positive control wraps each compiled block the way kcache did
 before it subclassed OptimizedModule (a plain nn.Module holding
 `_orig_mod`): all three must fail against it.
+
+The reference: Accelerate 1.16's own compile_regions fails
+test_regions_are_compiled at this commit (1.16 shallow-copies each block, so
+`_orig_mod` is a copy, not the model's block) and passes the other two;
+kcache keeps the original blocks (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -102,3 +107,15 @@ def test_accelerate_compile_tests_fail_on_a_plain_wrapper():
     result = run_cpu_tests(mod)
     assert result.testsRun == len(CPU_TESTS)
     assert outcome(result) == {n: "failed" for n in CPU_TESTS}
+
+
+def test_the_reference_accelerates_own_function():
+    """What Accelerate 1.16's own compile_regions does with its own tests
+    (not kcache): a newer Accelerate that changes it fails here, and
+    docs/compatibility.md's note is then out of date."""
+    mod = load_vendored("accelerate")
+    assert mod.compile_regions.__module__.startswith("accelerate")
+    result = run_cpu_tests(mod)
+    assert outcome(result) == {"test_regions_are_compiled": "failed",
+                               "test_extract_model_keep_torch_compile": "passed",
+                               "test_extract_model_remove_torch_compile": "passed"}
