@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace kcache::server {
 
@@ -36,11 +37,20 @@ class Connections {
     count_.store(live_.size());
   }
   std::uint64_t count() const { return count_.load(); }
+  // The sessions are asked outside the lock, and the references taken here
+  // drop outside it too: the last reference to a session that ended
+  // meanwhile may be this one, and its destructor calls remove(), which
+  // locks mu_ (under the lock that was a self-deadlock of an io thread, and
+  // then of the drain: a server that never stopped).
   void close_idle() {
-    std::lock_guard lock(mu_);
-    for (auto& [id, w] : live_) {
-      if (auto s = w.lock()) s->close_if_idle();
+    std::vector<std::shared_ptr<SessionHandle>> sessions;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, w] : live_) {
+        if (auto s = w.lock()) sessions.push_back(std::move(s));
+      }
     }
+    for (auto& s : sessions) s->close_if_idle();
   }
 
  private:
