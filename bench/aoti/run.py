@@ -58,7 +58,7 @@ def python_latency(model, batch: int, seq: int, iters: int, warmup: int) -> floa
 
 def python_side(kind: str, a) -> dict:
     from accelerate.utils import compile_regions
-    from kcache.aoti_prewarm import seeded_model
+    from kcache.tools.aoti_prewarm import seeded_model
 
     model = seeded_model(kind, a.layers, a.hidden, a.heads, seed=0)
     out = {"eager": {}, "compile_regions": {}}

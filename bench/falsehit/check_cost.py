@@ -17,7 +17,7 @@ import torch
 from transformers import GPT2Config, GPT2Model, LlamaConfig, LlamaModel
 
 from kcache import _torch_adaptor as adaptor
-from kcache.portable_checks import first_failure
+from kcache.guards.portable_checks import expected, first_failure, resolve
 from kcache.precompiled import call
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -26,7 +26,8 @@ REPEAT = 50
 
 def measure(blocks, args: tuple, kwargs: dict) -> dict:
     checks: list = []
-    adaptor.aot_compile_call(call, (blocks[0], *args), kwargs, None, None, None, checks=checks)
+    adaptor.aot_compile_call(call, (blocks[0], *args), kwargs, None, None, None, checks=checks,
+                             resolve=resolve, expected=expected)
     stored = json.loads(json.dumps(checks))  # as a warm process reads them from the bundle
     f_locals = {"block": blocks[1], "args": args, "kwargs": kwargs}
     start = time.perf_counter()

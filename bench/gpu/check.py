@@ -3,7 +3,7 @@
     python bench/gpu/check.py job --phase cold [--cpu] [--eager] > cold.json
     python bench/gpu/check.py report cold.json warm.json
 
-A job trains a GPT-2 configuration (kcache.prewarm.build_model) with
+A job trains a GPT-2 configuration (kcache.tools.prewarm.build_model) with
 kcache.compile_regions against the server in KCACHE_URL, in a process whose
 node tier, Inductor cache and Triton cache are fresh (the script sets them),
 and prints one JSON object: time to the first compiled step (compile
@@ -46,7 +46,8 @@ def triton_kernels(cache_dir: str | None) -> set[str]:
 
 
 def targets(device_type: str) -> dict:
-    from kcache import _core, keyfields
+    from kcache import _core
+    from kcache.keys import fields as keyfields
 
     out = {"python": keyfields.short_target(device_type)}
     try:
@@ -63,7 +64,7 @@ def job(args: argparse.Namespace) -> dict:
     import kcache
     from kcache import _torch_adaptor as adaptor
     from kcache import api
-    from kcache.prewarm import build_model
+    from kcache.tools.prewarm import build_model
 
     device = "cpu" if args.cpu else "cuda"
 

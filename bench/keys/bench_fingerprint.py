@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests"))
 
 import torch  # noqa: E402
 
-from kcache.keyfields import CompileSettings  # noqa: E402
-from kcache.regions import find_regions  # noqa: E402
-from kcache.region_key import region_key  # noqa: E402
+from kcache.keys.fields import CompileSettings  # noqa: E402
+from kcache.api.regions import find_regions  # noqa: E402
+from kcache.keys.graph_key import region_key  # noqa: E402
 from models import zoo  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The per-call cost of kcache's watch (kcache.call_watch, issue 49).
+"""The per-call cost of kcache's watch (kcache.guards.call_watch, issue 49).
 
     .venv/bin/python bench/percall/run.py            # writes results.json and REPORT.md
     .venv/bin/python bench/percall/run.py --report   # REPORT.md from results.json
@@ -32,7 +32,7 @@ import torch  # noqa: E402
 
 import kcache  # noqa: E402
 from kcache import _torch_adaptor as adaptor  # noqa: E402
-from kcache.model_zoo import build_model  # noqa: E402
+from kcache.tools.model_zoo import build_model  # noqa: E402
 from kcache.precompiled import PrecompiledBlock, PrecompiledRegion  # noqa: E402
 
 

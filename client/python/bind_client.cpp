@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <exception>
+#include <map>
 
 #include "client/client.hpp"
 #include "client/python/bindings.hpp"
@@ -37,6 +38,32 @@ py::dict stats_dict(const ClientStats& s) {
   d["refused"] = s.refused;
   d["breaker"] = s.breaker;
   return d;
+}
+
+py::dict config_dict(const ClientConfig& c) {
+  py::dict d;
+  d["url"] = c.url;
+  d["namespace"] = c.ns;
+  d["local_dir"] =
+      c.node_tier ? py::object(py::str(c.local_dir)) : py::object(py::none());
+  d["local_max_bytes"] = c.local_max_bytes;
+  d["mode"] = c.mode;
+  d["target"] = c.target;
+  d["read_only"] = c.read_only;
+  d["disabled"] = c.disabled;
+  d["trusted_keys"] = c.trusted_keys.size();
+  d["signing"] = !c.signing_key.empty();
+  d["wait_budget_ms"] = c.wait_budget_ms;
+  d["request_timeout_ms"] = c.request_timeout_ms;
+  d["connect_timeout_ms"] = c.connect_timeout_ms;
+  return d;
+}
+
+Result<ClientConfig> config_from(const std::map<std::string, std::string>& environ) {
+  return ClientConfig::from_env([&](const char* name) -> const char* {
+    auto it = environ.find(name);
+    return it == environ.end() ? nullptr : it->second.c_str();
+  });
 }
 
 std::shared_ptr<Client> make_client(ClientConfig cfg) {
@@ -110,8 +137,13 @@ void bind_client(py::module_& m) {
            "A client configured in code. url=None: node tier only; local_dir=None: ~/.cache/kcache,"
            " local_dir='none': no node tier. trusted_keys / signing_key: PEM text or file paths.")
       .def_static(
-          "from_env", [] { return make_client(unwrap(ClientConfig::from_env())); },
-          "A client configured from the KCACHE_* environment (docs/client.md).")
+          "from_env",
+          [](std::optional<std::map<std::string, std::string>> environ) {
+            return make_client(unwrap(environ ? config_from(*environ) : ClientConfig::from_env()));
+          },
+          py::arg("environ") = std::nullopt,
+          "A client configured from the KCACHE_* environment (docs/client.md), or from `environ`, a "
+          "dict read instead of the process environment (kcache.configure's overrides).")
       .def(
           "get",
           [](Client& self, const std::string& key) -> py::object {
@@ -189,27 +221,18 @@ void bind_client(py::module_& m) {
       .def("stats_json", &Client::stats_json)
       .def("stats_line", &Client::stats_line)
       .def_property_readonly(
-          "config",
-          [](const Client& self) {
-            const auto& c = self.config();
-            py::dict d;
-            d["url"] = c.url;
-            d["namespace"] = c.ns;
-            d["local_dir"] =
-                c.node_tier ? py::object(py::str(c.local_dir)) : py::object(py::none());
-            d["local_max_bytes"] = c.local_max_bytes;
-            d["mode"] = c.mode;
-            d["target"] = c.target;
-            d["read_only"] = c.read_only;
-            d["disabled"] = c.disabled;
-            d["trusted_keys"] = c.trusted_keys.size();
-            d["signing"] = !c.signing_key.empty();
-            d["wait_budget_ms"] = c.wait_budget_ms;
-            d["request_timeout_ms"] = c.request_timeout_ms;
-            d["connect_timeout_ms"] = c.connect_timeout_ms;
-            return d;
-          },
+          "config", [](const Client& self) { return config_dict(self.config()); },
           "The effective configuration, without secrets.");
+
+  m.def(
+      "config_from_env",
+      [](const std::map<std::string, std::string>& environ) {
+        return config_dict(unwrap(config_from(environ)));
+      },
+      py::arg("environ"),
+      "The configuration the client would take from this environment (a dict standing in for "
+      "os.environ), without secrets; raises KcacheError on a malformed value. kcache.settings' "
+      "agreement test compares its parsing with this.");
 }
 
 }  // namespace kcache::python

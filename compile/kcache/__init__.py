@@ -5,6 +5,12 @@
 
 `import kcache` is cheap: it never imports torch. The compile integration
 (compile_regions, compile, find_regions) loads torch on first use.
+
+The package by role, in the order a region travels (docs/architecture.md,
+"The Python package"): api (the calls a job makes) -> precompiled or
+traced (the two paths) -> guards, artifacts, compat -> keys -> state,
+settings -> _torch_adaptor (the one place PyTorch's internals are used).
+aoti holds AOTInductor regions; tools the prewarm commands.
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ _LAZY = {
     "compile": "kcache.api",
     "configure": "kcache.api",
     "stats": "kcache.api",
-    "find_regions": "kcache.regions",
-    "region_report": "kcache.regions",
+    "find_regions": "kcache.api",
+    "region_report": "kcache.api",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from .api import compile_regions, compile_regions_in_place
+from kcache.api import compile_regions, compile_regions_in_place
 
 _MODULES = ("accelerate.accelerator", "accelerate.utils", "accelerate.utils.other")
 _saved: dict[tuple[str, str], object] = {}

@@ -45,7 +45,7 @@ import torch
 
 import kcache
 import kcache.api
-import kcache.call_watch
+import kcache.guards.call_watch
 import kcache.precompiled
 
 from . import generate
@@ -113,7 +113,7 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     if not traced:
         kcache.precompiled.PrecompiledRegion._traced = lambda self, block, slots: block
     if not watch:  # the positive control: checks on the first call only, as before issue 49
-        kcache.call_watch.collect = lambda *a, **k: None
+        kcache.guards.call_watch.collect = lambda *a, **k: None
     sys.path.insert(0, str(case_dir))
     m = __import__(name)
     torch.manual_seed(0)

@@ -27,6 +27,10 @@ What it provides:
   need (kcache/_torch_adaptor_imports.py, kept outside this package so that
   it imports without torch's compiler).
 
+This package is the bottom layer: it imports nothing of kcache's except
+its sibling _torch_adaptor_imports (scripts/check_layers.py). What it needs
+from kcache (the portable checks' readers, settings) is passed in.
+
 One file per idea (drift.py, compiled_module.py, versions.py, inductor.py, config_key.py, capture.py,
 target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
 trace_capture.py, hooks.py, graph_ops.py);
@@ -37,7 +41,6 @@ adaptor`, and reach every name through it.
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
 
@@ -73,14 +76,11 @@ def torch_version() -> str:
     return torch.__version__.split("+")[0]
 
 
-def _allow_untested() -> bool:
-    return os.environ.get("KCACHE_ALLOW_UNTESTED_TORCH") == "1"
-
-
-def check_torch() -> None:
+def check_torch(allow_untested: bool = False) -> None:
     """Raises TorchDrift unless this torch is a supported release (or
-    KCACHE_ALLOW_UNTESTED_TORCH=1) with every private API the adaptor uses."""
-    if releases.facts(torch_version()) is None and not _allow_untested():
+    `allow_untested`: KCACHE_ALLOW_UNTESTED_TORCH, read by kcache.settings)
+    with every private API the adaptor uses."""
+    if releases.facts(torch_version()) is None and not allow_untested:
         raise TorchDrift(
             f"kcache supports torch {', '.join(releases.SUPPORTED)} (any patch release), found "
             f"{torch.__version__}; set KCACHE_ALLOW_UNTESTED_TORCH=1 to try anyway"
@@ -104,11 +104,13 @@ class Support:
 _support: Support | None = None
 
 
-def support() -> Support:
-    """This process's Support, decided once and said once (a warning)."""
+def support(allow_untested: bool = False) -> Support:
+    """This process's Support, decided once and said once (a warning).
+    `allow_untested`: KCACHE_ALLOW_UNTESTED_TORCH (kcache.settings; this
+    package reads no setting and imports nothing of kcache's)."""
     global _support
     if _support is None:
-        _support = decide_support(torch_version(), _required(), _traced_required(), _allow_untested())
+        _support = decide_support(torch_version(), _required(), _traced_required(), allow_untested)
         if _support.message:
             logging.getLogger("kcache").warning("kcache: %s", _support.message)
     return _support

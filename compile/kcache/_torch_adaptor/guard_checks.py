@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from ..portable_checks import expected
 
 _PYTORCH = "pytorch"
 _TRACED = "trace"  # no portable check: a trace check (trace_capture.py)
@@ -150,7 +149,7 @@ def _partial_args(guard: Any) -> dict[str, Any]:
 
 
 def portable_checks(entries: list[Any], f_globals: dict[str, Any], f_locals: dict[str, Any],
-                    resolve) -> list[dict[str, Any]]:
+                    resolve, expected) -> list[dict[str, Any]]:
     """One check per distinct guard that needs one; raises NoPortableCheck
     (with the guard in words) for a guard that has none."""
     checks: dict[tuple, dict[str, Any]] = {}

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from ..portable_checks import resolve
 from . import guard_checks
 from .inductor import inductor_config_patches
 
@@ -81,7 +80,8 @@ def _local_type_match(entry) -> bool:
             and getattr(entry.orig_guard, "_unserializable", False))
 
 
-def _drop_through_local_classes(entries, keep: list[bool], f_globals, f_locals, failed: list[str]) -> list[bool]:
+def _drop_through_local_classes(entries, keep: list[bool], f_globals, f_locals, failed: list[str],
+                                resolve) -> list[bool]:
     """PyTorch's serialized guards that read through a class defined in a
     function's scope do not rebuild on load (the object does not pickle):
     they are dropped, and kcache's own portable check of the same path
@@ -103,7 +103,8 @@ class PrecompileUnsupported(RuntimeError):
 
 def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
                      options: dict[str, Any] | None, dynamic: bool | None,
-                     checks: list | None = None, trace_needed: list | None = None):
+                     checks: list | None = None, trace_needed: list | None = None,
+                     resolve: Callable | None = None, expected: Callable | None = None):
     """Dynamo + AOTAutograd + Inductor on `call(*args, **kwargs)`, whole-graph,
     returning PyTorch's AOTCompiledFunction; PrecompileUnsupported when the
     region cannot take this path (the message says why).
@@ -114,9 +115,12 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
     unless `trace_needed` (a list) is given: it then receives the reasons
     and the function is returned (the caller adds a trace check,
     trace_capture.py). `call`'s first parameter is named `block` and takes
-    args[0]."""
+    args[0]. `resolve` and `expected` are kcache's portable-check readers
+    (kcache.guards.portable_checks; passed in, so that this package imports
+    nothing of kcache's): the same code reads a check here and in the warm
+    process."""
     patches = inductor_config_patches(mode, options, dynamic)
-    _forget_automatic_dynamic(call)
+    forget_automatic_dynamic(call)
     failed: list[str] = []
 
     def guard_filter(entries):
@@ -124,10 +128,11 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
         if checks is not None:
             f_locals = {"block": args[0], "args": tuple(args[1:]), "kwargs": dict(kwargs)}
             try:
-                checks.extend(guard_checks.portable_checks(entries, call.__globals__, f_locals, resolve))
+                checks.extend(guard_checks.portable_checks(entries, call.__globals__, f_locals, resolve,
+                                                          expected))
             except guard_checks.NoPortableCheck as e:
                 failed.append(str(e))
-            keep = _drop_through_local_classes(entries, keep, call.__globals__, f_locals, failed)
+            keep = _drop_through_local_classes(entries, keep, call.__globals__, f_locals, failed, resolve)
         return keep
 
     compiled = torch.compile(call, fullgraph=True, backend="inductor", dynamic=dynamic,
@@ -143,7 +148,7 @@ def aot_compile_call(call, args: tuple, kwargs: dict, mode: str | None,
     return fn
 
 
-def _forget_automatic_dynamic(fn) -> None:
+def forget_automatic_dynamic(fn) -> None:
     """Each trace of `fn` starts as the first one in a fresh process would.
 
     Dynamo remembers, per code object, which sizes and scalars changed

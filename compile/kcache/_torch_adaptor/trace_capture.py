@@ -45,7 +45,7 @@ def capture_graph(call, args: tuple, kwargs: dict, dynamic: bool | None,
     trace it whole."""
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-    from .precompiled import _forget_automatic_dynamic
+    from .precompiled import forget_automatic_dynamic
 
     fresh = types.FunctionType(call.__code__.replace(), call.__globals__, call.__name__,
                                call.__defaults__, call.__closure__)
@@ -59,7 +59,7 @@ def capture_graph(call, args: tuple, kwargs: dict, dynamic: bool | None,
 
         return refuse
 
-    _forget_automatic_dynamic(fresh)
+    forget_automatic_dynamic(fresh)
     compiled = torch.compile(fresh, backend=backend, fullgraph=True, dynamic=dynamic)
     try:
         compiled(*args, **kwargs)

@@ -25,7 +25,7 @@ import torch
 import kcache
 import kcache.accelerate
 from kcache import _torch_adaptor as adaptor
-from kcache.model_zoo import VOCAB, build_model
+from kcache.tools.model_zoo import VOCAB, build_model
 
 SEQ = 16
 

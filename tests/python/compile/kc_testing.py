@@ -112,7 +112,8 @@ def seed_env(env: dict[str, str]) -> None:
 
 
 _FACTS_SCRIPT = """
-from kcache import isa_probes, keyfields
+from kcache.artifacts import isa_probes
+from kcache.keys import fields as keyfields
 
 class BuildHere:  # the probes are built in this process, shared with no server
     def get_or_compile(self, key, build, explanation):

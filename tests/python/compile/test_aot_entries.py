@@ -94,7 +94,7 @@ def run(tmp_path, name):
 
 @pytest.mark.slow
 def test_regions_without_stock_aot_entries_restore_with_no_miss(tmp_path):
-    from kcache import bundle_io
+    from kcache.artifacts import bundle_io
 
     cold = run(tmp_path, "cold")
     aot = cold["counters"].get("aot_autograd", {})

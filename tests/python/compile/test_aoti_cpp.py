@@ -49,7 +49,7 @@ def _compiler_trap(tmp: pathlib.Path) -> tuple[str, pathlib.Path]:
 
 
 def _eager_model(kind: str):
-    from kcache.aoti_prewarm import seeded_model
+    from kcache.tools.aoti_prewarm import seeded_model
 
     return seeded_model(kind, LAYERS, HIDDEN, HEADS, seed=0)
 
@@ -72,7 +72,7 @@ def prewarmed(request, tmp_path_factory):
     server = ServerProcess(tmp)
     plan = tmp / "plan"
     try:
-        # Both entry points: kcache.aoti_prewarm, and kcache.prewarm --aoti.
+        # Both entry points: kcache.tools.aoti_prewarm, and kcache.tools.prewarm --aoti.
         entry = ["kcache.aoti_prewarm", "--out", str(plan)] if kind == "gpt2" else \
             ["kcache.prewarm", "--aoti", str(plan)]
         out = subprocess.run(
@@ -149,7 +149,7 @@ def test_python_and_cpp_agree_on_region_keys(prewarmed):
     plan = json.loads(plan_path.read_text())
     # In a fresh process, as a job would: this one's torch state (threads,
     # configs other tests touched) is not the job's.
-    script = ("import json, kcache.aoti_region as r, kcache.aoti_stages as s, kcache.aoti_prewarm as p;"
+    script = ("import json, kcache.aoti.region as r, kcache.aoti.stages as s, kcache.tools.aoti_prewarm as p;"
               f"m = p.seeded_model({prewarmed['kind']!r}, {LAYERS}, {HIDDEN}, {HEADS}, 0);"
               "print(json.dumps([r.export(x).key for x in s.stages_for(m)]))")
     out = subprocess.run([PYTHON, "-c", script], env=_env(), capture_output=True, text=True, timeout=300)

@@ -49,7 +49,7 @@ def test_cold_then_warm_restores_with_zero_recompiles(tmp_path, traced_cold):
     assert warm["aot_autograd"].get("autograd_cache_miss", 0) == never_saved
     assert warm["aot_autograd"].get("autograd_cache_hit", 0) >= cold_aot.get("autograd_cache_saved", 0)
     # The host compiler built none of the model's kernels — nor Inductor's
-    # ISA probes, which kcache ships too (kcache.isa_probes).
+    # ISA probes, which kcache ships too (kcache.artifacts.isa_probes).
     assert warm["region_compiles"] == [], warm["region_compiles"][:3]
     assert warm["builds"] == [], warm["builds"][:3]
     # Same numbers: the restored kernels compute what the cold ones did.
@@ -63,7 +63,7 @@ def test_corrupt_node_bundle_costs_a_compile_not_a_failure(tmp_path, traced_cold
     cold = traced_cold.result
     traced_cold.copy_node(tmp_path / "node")
     # The region bundles: the ISA-probe entry is not fetched again on this
-    # node (its check verdicts are remembered there, kcache.isa_probes).
+    # node (its check verdicts are remembered there, kcache.artifacts.isa_probes).
     files = stored_bundles(tmp_path)
     assert len(files) == cold["kcache"]["misses"] >= 2
     # Flip a byte in the middle of the smallest region bundle: one region

@@ -14,7 +14,7 @@ from accelerate.utils import extract_model_from_parallel, has_compiled_regions, 
 from torch._dynamo.eval_frame import OptimizedModule
 
 import kcache
-from kcache.model_zoo import build_model
+from kcache.tools.model_zoo import build_model
 
 
 def model(kind: str = "gpt2") -> torch.nn.Module:

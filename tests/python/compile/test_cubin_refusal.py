@@ -22,7 +22,7 @@ def cubin(sm: int) -> bytes:
 
 
 def packed(sm: int) -> bytes:
-    from kcache import bundle_io
+    from kcache.artifacts import bundle_io
     from kcache._torch_adaptor import Capture
 
     cap = Capture()
@@ -42,7 +42,7 @@ def test_manifest_lists_each_cubin_with_its_arch():
 
 
 def test_python_restore_refuses_the_wrong_arch():
-    from kcache import bundle_io
+    from kcache.artifacts import bundle_io
 
     blob = packed(80)
     with pytest.raises(bundle_io.WrongArch,
@@ -53,7 +53,8 @@ def test_python_restore_refuses_the_wrong_arch():
 
 
 def test_sections_are_checked_even_if_the_manifest_does_not_list_them():
-    from kcache import _core, bundle_io
+    from kcache import _core
+    from kcache.artifacts import bundle_io
 
     manifest = json.dumps({"key": KEY, "label": "x"})  # an older or careless producer
     blob = _core.write_bundle(manifest, [("inductor/k.cubin", cubin(80))])
@@ -64,7 +65,8 @@ def test_sections_are_checked_even_if_the_manifest_does_not_list_them():
 def test_a_malformed_cubin_listing_is_corrupt_not_wrong_arch():
     """Only a real arch mismatch is WrongArch (arch_refusals); a listing that
     is not a list of {name, arch} is an ordinary unusable bundle."""
-    from kcache import _core, bundle_io
+    from kcache import _core
+    from kcache.artifacts import bundle_io
 
     for cubins in ("sm_80", [{"name": "k.cubin"}], [7]):
         manifest = json.dumps({"key": KEY, "label": "x", "cubins": cubins})
@@ -89,7 +91,7 @@ def test_listing_the_triton_cubins_never_fails_the_pack(monkeypatch, caplog):
     from torch.compiler._cache import CacheArtifactManager
 
     from kcache import _torch_adaptor as adaptor
-    from kcache import bundle_io
+    from kcache.artifacts import bundle_io
     from kcache._torch_adaptor import Capture
 
     with monkeypatch.context() as m:
@@ -183,7 +185,8 @@ def test_cpp_client_refuses_server_bundle_for_another_arch(tmp_path):
 def _plant_cubin(tmp_path, sm: int) -> None:
     """Adds a real cubin to the stored region bundle, listed in its manifest,
     and re-seals it: a valid bundle, as a producer on an sm_<sm> GPU makes."""
-    from kcache import _core, bundle_io
+    from kcache import _core
+    from kcache.artifacts import bundle_io
 
     [path] = stored_bundles(tmp_path)
     manifest, sections, _ = _core.read_bundle(path.read_bytes(), expected_key=path.name)
@@ -219,7 +222,7 @@ def test_an_empty_capture_is_never_packed_as_a_region():
     # A region whose Inductor caches recorded nothing (a bypassed FX-graph
     # cache) would restore nothing: pack refuses it; the ISA-probe entry,
     # binaries only, says so explicitly.
-    from kcache import bundle_io
+    from kcache.artifacts import bundle_io
     from kcache._torch_adaptor import Capture
 
     cap = Capture()

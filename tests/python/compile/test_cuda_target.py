@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from fake_cuda import build_fake_driver
-from kcache import _core, keyfields
+from kcache import _core
+from kcache.keys import fields as keyfields
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_both_sides_ask_device_0_of_several(fake_driver, monkeypatch):
 
 @pytest.mark.parametrize("padded", [" cuda:sm_90 ", "\tcuda:sm_90\n"])
 def test_override_is_trimmed_on_both_sides(fake_driver, monkeypatch, padded):
-    from kcache.keyfields import CompileSettings, all_fields
+    from kcache.keys.fields import CompileSettings, all_fields
 
     monkeypatch.setenv("FAKE_CU_MAJOR", "8")  # the driver says sm_80: the override must win
     monkeypatch.setenv("KCACHE_LOCAL_DIR", "none")
@@ -135,7 +136,7 @@ def test_a_library_without_the_driver_api_is_no_driver(tmp_path, monkeypatch):
 
 
 def test_keys_differ_by_sm_arch():
-    from kcache.keyfields import CompileSettings, all_fields
+    from kcache.keys.fields import CompileSettings, all_fields
 
     def key(target):
         fields = all_fields("grad=0\n0=in:act:T[float32;4;contig;rg=0;cuda]", CompileSettings(),

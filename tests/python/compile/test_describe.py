@@ -11,11 +11,13 @@ import torch
 
 from kc_testing import PYTHON, python_env
 
-from kcache.describe import describe, describe_class
+from kcache.guards.describe import describe_class
+
+from kcache.guards import describe
 
 PROBE = r'''
 import json, sys, torch
-from kcache.describe import describe_class
+from kcache.guards.describe import describe_class
 if sys.argv[1] == "compiled":  # Dynamo wraps nn.Module.__init__ on a process's first trace
     torch.compile(torch.nn.Linear(2, 2), backend="eager")(torch.randn(1, 2))
 print(json.dumps(describe_class(torch.nn.Linear)))

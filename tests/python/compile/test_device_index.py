@@ -20,12 +20,13 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import kcache
-from kcache import _core, counters
+from kcache import _core
+from kcache.state import counters
 from kcache import _torch_adaptor as adaptor
 from kcache.api import last_keys
-from kcache.backend import RegionBackend
-from kcache.keyfields import CompileSettings
-from kcache.region_key import region_key
+from kcache.traced.backend import RegionBackend
+from kcache.keys.fields import CompileSettings
+from kcache.keys.graph_key import region_key
 
 
 class Block(torch.nn.Module):

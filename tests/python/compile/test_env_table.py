@@ -6,7 +6,7 @@ import json
 import subprocess
 
 from kc_testing import PYTHON, python_env
-from kcache import env_table
+from kcache.keys import env_table
 
 RECORDER = r'''
 import json, os, sys

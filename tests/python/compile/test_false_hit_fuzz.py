@@ -79,7 +79,7 @@ def test_bounded_fuzz_finds_no_false_hit(tmp_path):
 def test_every_kind_of_change_after_the_first_call_is_seen(tmp_path):
     """Issue 49: each mutation snippet applied after the compiled model's
     first step (a hit), then the second step compared with eager. About a
-    minute each: with the per-call watch (kcache.call_watch) there is no
+    minute each: with the per-call watch (kcache.guards.call_watch) there is no
     false hit and every change is seen; without it (the positive control,
     checks on the first call only) the same runs give false hits."""
     result = fuzz(tmp_path / "watch", "--every-kind", "--cases", "1", "--after-first-call")

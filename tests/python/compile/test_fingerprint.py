@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kcache.fingerprint import fingerprint_graph
+from kcache.keys.fingerprint import fingerprint_graph
 
 
 class Block(torch.nn.Module):

@@ -44,7 +44,8 @@ def _entry(guard_type: str, name: str = "L['block'].x"):
 @pytest.mark.parametrize("guard_type", ["SOME_FUTURE_MATCH", "WEAKREF_ALIVE"])
 def test_an_unknown_or_unportable_guard_sends_the_region_to_the_traced_path(guard_type):
     with pytest.raises(guard_checks.NoPortableCheck, match=guard_type):
-        guard_checks.portable_checks([_entry(guard_type)], {}, {}, lambda path, f_locals: None)
+        guard_checks.portable_checks([_entry(guard_type)], {}, {}, lambda path, f_locals: None,
+                                     lambda *a: None)
 
 
 def test_a_source_kcache_cannot_follow_has_no_portable_check():

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import stat
 
-from kcache import host_facts, keyfields
+from kcache.keys import host_facts
+
+from kcache.keys import fields as keyfields
 
 
 def _fake_cxx(tmp_path, answer="-march=  skylake"):

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.fresh_node
 JOB = textwrap.dedent("""
     import json, sys
     from torch._inductor import cpu_vec_isa as isa
-    from kcache import isa_probes
+    from kcache.artifacts import isa_probes
     from kcache import _torch_adaptor as adaptor
 
     loads, shared = [], []

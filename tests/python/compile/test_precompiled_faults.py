@@ -100,13 +100,13 @@ def test_a_guarded_value_changed_after_the_first_call_is_seen(tmp_path, monkeypa
     import torch
 
     import kcache
-    import kcache.call_watch
+    import kcache.guards.call_watch
 
     sys.path.insert(0, str(REPO / "tests"))
     from models import blocks
 
     if not watch:
-        monkeypatch.setattr(kcache.call_watch, "collect", lambda *a, **k: None)
+        monkeypatch.setattr(kcache.guards.call_watch, "collect", lambda *a, **k: None)
     monkeypatch.setenv("KCACHE_LOCAL_DIR", str(tmp_path / "node"))
     monkeypatch.setenv("KCACHE_PRECOMPILED", "1")
     kcache.configure(local_dir=str(tmp_path / "node"))
@@ -131,7 +131,7 @@ def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_pat
     import torch
 
     import kcache
-    from kcache import precompiled_key
+    from kcache.keys import block_key as precompiled_key
 
     def broken(block):
         raise TypeError("an attribute kcache cannot describe")

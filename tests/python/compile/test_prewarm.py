@@ -27,7 +27,7 @@ def prewarm(tmp_path, name, *args):
 
 
 def test_build_model_is_small_and_configurable():
-    from kcache.prewarm import build_model
+    from kcache.tools.prewarm import build_model
 
     m = build_model("llama", 3, 32, 4, "bfloat16")
     assert len(m.model.layers) == 3 and m.config.num_attention_heads == 4
@@ -39,9 +39,9 @@ def test_build_model_is_small_and_configurable():
 def test_no_import_cycle_between_the_prewarm_modules():
     # aoti_prewarm builds the same models without importing prewarm (and
     # prewarm imports aoti_prewarm only for --aoti).
-    code = ("import sys, kcache.aoti_prewarm; assert 'kcache.prewarm' not in sys.modules, "
-            "'aoti_prewarm imported prewarm'; import kcache.model_zoo as z; "
-            "assert kcache.aoti_prewarm.seeded_model.__module__ == 'kcache.aoti_prewarm'")
+    code = ("import sys, kcache.tools.aoti_prewarm; assert 'kcache.tools.prewarm' not in sys.modules, "
+            "'aoti_prewarm imported prewarm'; import kcache.tools.model_zoo as z; "
+            "assert kcache.tools.aoti_prewarm.seeded_model.__module__ == 'kcache.tools.aoti_prewarm'")
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=python_env())
     assert out.returncode == 0, out.stderr[-2000:]
 

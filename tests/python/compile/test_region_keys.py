@@ -1,6 +1,6 @@
 """Region keys on real models: never a false hit, never a spurious miss.
 
-Keys come from Dynamo's graphs (kcache.region_key.key_of_module uses the same
+Keys come from Dynamo's graphs (kcache.keys.graph_key.key_of_module uses the same
 region_key() as the real backend, with a recording backend instead of
 Inductor), so these tests run in seconds.
 """
@@ -17,8 +17,8 @@ import torch
 from kc_testing import PYTHON, REPO, python_env
 from kcache import _core
 from kcache._torch_adaptor import releases
-from kcache.keyfields import CompileSettings
-from kcache.region_key import key_of_module
+from kcache.keys.fields import CompileSettings
+from kcache.keys.graph_key import key_of_module
 from models import zoo
 
 
@@ -164,8 +164,8 @@ def test_device_index_is_not_in_the_key_and_nonzero_index_is_bypassed():
     refuses to cache a region on cuda:N, N != 0 (docs/keys.md)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from kcache.backend import _nonzero_device_index
-    from kcache.fingerprint import _tensor_desc
+    from kcache.traced.backend import _nonzero_device_index
+    from kcache.keys.fingerprint import _tensor_desc
 
     with FakeTensorMode(allow_non_fake_inputs=True):
         t0 = torch.empty(2, 3, device="cuda:0")
@@ -233,7 +233,7 @@ def test_ci_variable_does_not_split_keys():
     """CI runners set CI=1, which torch reads into a functorch config entry
     (error vs warning on custom-op aliasing): keys must not move with it."""
     code = ("import torch, json, sys; sys.path.insert(0, sys.argv[1]); import zoo; "
-            "from kcache.region_key import key_of_module; torch.manual_seed(0); "
+            "from kcache.keys.graph_key import key_of_module; torch.manual_seed(0); "
             "print(json.dumps(key_of_module(zoo.MLP(), torch.randn(2, 16))))")
     keys = []
     for ci in ("", "1"):

@@ -5,7 +5,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 import kcache
-from kcache.regions import find_regions, is_repeated_blocks
+from kcache.api.regions import find_regions, is_repeated_blocks
 
 
 def gpt2(layers=3):

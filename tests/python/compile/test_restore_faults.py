@@ -29,7 +29,8 @@ def call(args):
 
 @pytest.mark.slow
 def test_missing_binary_is_detected_and_reported(tmp_path, tiny_cold):
-    from kcache import _core, bundle_io
+    from kcache import _core
+    from kcache.artifacts import bundle_io
 
     cold = cold_copy(tiny_cold, tmp_path)
     assert cold["kcache"]["compiles"] == 1
@@ -50,7 +51,8 @@ def test_missing_binary_is_detected_and_reported(tmp_path, tiny_cold):
 
 
 def plant(tmp_path):
-    from kcache import _core, _torch_adaptor, bundle_io
+    from kcache import _core, _torch_adaptor
+    from kcache.artifacts import bundle_io
 
     def add_one(entry):
         assert "def call(" in entry.source_code

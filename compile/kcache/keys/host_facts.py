@@ -3,7 +3,7 @@
 kcache's key needs what `-march=native` resolves to (a host-compiler run,
 ~0.1 s, in every process that computes a key), and Inductor checks every
 candidate vector ISA by loading a probe library in a child Python (~0.4 s,
-kcache.isa_probes). The answers depend only on the compiler binary, the
+kcache.artifacts.isa_probes). The answers depend only on the compiler binary, the
 CPU (and, for the ISA checks, the torch build), so they are kept in the node tier directory
 (`<local dir>/host/<fact>-<digest of its inputs>.json`) and recomputed
 whenever the compiler binary (path, size, mtime) or the CPU's feature
@@ -23,10 +23,12 @@ import shutil
 import stat
 from collections.abc import Callable
 
+from kcache import settings
+
 
 def node_dir() -> pathlib.Path | None:
     """The node tier directory as the client resolves it (docs/client.md)."""
-    local = os.environ.get("KCACHE_LOCAL_DIR", "").strip()
+    local = settings.get("KCACHE_LOCAL_DIR")
     if local in ("none", "off"):
         return None
     if local:

@@ -15,7 +15,7 @@ import importlib
 import json
 from typing import Any
 
-from .describe import describe, describe_class
+from kcache.guards.describe import describe, describe_class
 
 _MISSING = object()
 

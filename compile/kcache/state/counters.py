@@ -29,7 +29,7 @@ class Stats:
     precompiled_fallbacks: int = 0
     precompiled_guard_failures: int = 0
     # Blocks whose live objects differ from what their variant was compiled
-    # with (a portable guard check failed: kcache.portable_checks).
+    # with (a portable guard check failed: kcache.guards.portable_checks).
     precompiled_check_failures: int = 0
     # Blocks whose portable checks ran (first use per call signature) and
     # the seconds those checks took in all.
@@ -39,7 +39,7 @@ class Stats:
     # process (a trace check), and the seconds those traces took.
     precompiled_trace_checks: int = 0
     precompiled_trace_check_seconds: float = 0.0
-    # After a block's first call (kcache.call_watch): a watched dict's tag
+    # After a block's first call (kcache.guards.call_watch): a watched dict's tag
     # moved but nothing its checks read changed (refresh), or something did
     # and the block went through its first call's path again (recheck).
     precompiled_watch_refreshes: int = 0

@@ -23,7 +23,6 @@ bundles out is a signature check (`KCACHE_TRUSTED_KEYS`, docs/security.md).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ log = logging.getLogger("kcache")
 
 
 def enabled() -> bool:
-    return os.environ.get("KCACHE_VERIFY_FIRST_USE") == "1"
+    return settings.enabled("KCACHE_VERIFY_FIRST_USE")
 
 
 def _tolerance(t: torch.Tensor) -> tuple[float, float]:

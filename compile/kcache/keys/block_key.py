@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from . import _core, keyfields
-from .keyfields import CompileSettings
-from .region_key import dtype_label
+from kcache.keys import fields as keyfields
+from kcache.keys.fields import CompileSettings
+from kcache.keys.graph_key import dtype_label
 
 # v2: every variant carries its portable guard checks (docs/precompiled.md "Guards").
 SCHEMA = "kcache-precompiled-v2"
@@ -140,11 +140,6 @@ def variant_fields(fields: dict[str, str], constants: dict[str, Any],
     out["region"] = canon({"region": fields["region"], "constants": constants,
                             "requires_grad": requires_grad})
     return out
-
-
-def key_of(fields: dict[str, str], label: str, details: dict[str, str] | None = None) -> tuple[str, str]:
-    raw = {k: v.encode() for k, v in fields.items()}
-    return _core.compute_key(raw), _core.explain_key(raw, label, details or {})
 
 
 def label_of(region_name: str, block: torch.nn.Module, args: tuple, kwargs: dict,

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _core, keyfields
-from . import _torch_adaptor as adaptor
-from .aoti_stages import Stage
-from .fingerprint import fingerprint_graph
-from .region_key import dtype_label
-from .keyfields import CompileSettings
+from kcache import _core
+from kcache.keys import fields as keyfields
+from kcache import _torch_adaptor as adaptor
+from kcache.aoti.stages import Stage
+from kcache.keys.fingerprint import fingerprint_graph
+from kcache.keys.graph_key import dtype_label
+from kcache.keys.fields import CompileSettings
+from kcache.keys.make import key_of
 
 PACKAGE = "aoti/package.pt2"
 FORMAT = "kcache-aoti-v1"
@@ -81,11 +83,9 @@ def export(stage: Stage, *, target: str | None = None, toolchain: str | None = N
         settings = settings_for(stage)
         fields = keyfields.all_fields(fp.canonical, settings, False, "cpu",
                                       target=target, toolchain=toolchain, env=env)
-    raw = {k: v.encode() for k, v in fields.items()}
     label = keyfields.label(stage.region_name, settings, False, "cpu",
                             dtype_label(list(stage.module.parameters())))
-    key = _core.compute_key(raw)
-    explanation = _core.explain_key(raw, label, {"region": fp.summary()})
+    key, explanation = key_of(fields, label, {"region": fp.summary()})
     return ExportedRegion(stage, program, fields, key, explanation, label)
 
 

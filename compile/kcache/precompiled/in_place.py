@@ -12,7 +12,7 @@ these paths skip Dynamo on a warm start too.
 A block with module hooks on it or on a submodule (fully_shard and ZeRO-3
 add them; so may the job, before or after compiling) takes the traced path,
 as `nn.Module.compile()` would, said once with the reason: the hooks are
-checked on every call (kcache.precompiled.PrecompiledRegion.run), since
+checked on every call (kcache.precompiled.region.PrecompiledRegion.run), since
 they change what `_call_impl` runs.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .precompiled import PrecompiledRegion
+from .region import PrecompiledRegion
 
 
 def install(block: torch.nn.Module, region: PrecompiledRegion) -> None:

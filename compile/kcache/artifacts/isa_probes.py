@@ -10,7 +10,7 @@ probes decide. Restoring them leaves Inductor only the checks themselves
 (loading each probe on this CPU in a child Python, ~0.4 s), so a wrong CPU
 still cannot pass.
 
-The checks' verdicts are then remembered per node (kcache.host_facts,
+The checks' verdicts are then remembered per node (kcache.keys.host_facts,
 keyed by the compiler binary, the CPU's feature flags and the torch build):
 a later process on this node answers Inductor's checks from that record
 and fetches no probes at all. The record lives only in the user's own node
@@ -27,9 +27,12 @@ import os
 
 import torch
 
-from . import _core, host_facts, keyfields
-from . import _torch_adaptor as adaptor
-from .env_table import env_field
+from kcache import _core
+from kcache.keys import host_facts
+from kcache.keys import fields as keyfields
+from kcache import _torch_adaptor as adaptor
+from kcache.keys.env_table import env_field
+from kcache.keys.make import key_of
 
 log = logging.getLogger("kcache")
 _done = False
@@ -48,15 +51,14 @@ def probe_key() -> tuple[str, str]:
         "toolchain": keyfields.toolchain_field(),
         "env": env_field(),
     }
-    raw = {k: v.encode() for k, v in fields.items()}
-    return _core.compute_key(raw), _core.explain_key(raw, "inductor-isa-probes/cpu/-/-/-")
+    return key_of(fields, "inductor-isa-probes/cpu/-/-/-")
 
 
 def _build(key: str, explanation: str) -> bytes:
     adaptor.cpu_vec_isa()  # compiles (and checks) the probes
     cap = adaptor.Capture()
     cap.binaries = adaptor.isa_probe_binaries()
-    from . import bundle_io
+    from kcache.artifacts import bundle_io  # noqa: PLC0415 - bundle_io is needed only here
 
     return bundle_io.pack(key, explanation, cap, 0.0, allow_empty_cache=True)  # binaries only
 
@@ -95,7 +97,7 @@ def _share(store) -> None:
         key, explanation = probe_key()
         data, source = store.get_or_compile(key, lambda: _build(key, explanation), explanation)
         if source in ("node", "server"):
-            from . import bundle_io
+            from kcache.artifacts import bundle_io  # noqa: PLC0415 - bundle_io is needed only here
 
             bundle = bundle_io.unpack(data, key)
             adaptor.restore_region(b"", bundle.binaries)

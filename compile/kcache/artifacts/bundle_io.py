@@ -21,9 +21,9 @@ import platform
 import time
 from dataclasses import dataclass
 
-from . import _core
-from . import _torch_adaptor as adaptor
-from ._torch_adaptor import Capture
+from kcache import _core
+from kcache import _torch_adaptor as adaptor
+from kcache._torch_adaptor import Capture
 
 MEGA_CACHE = "torch/mega_cache"
 AOT_FUNCTION = "dynamo/aot_function"  # a precompiled region (kcache.precompiled)

@@ -18,12 +18,14 @@ from typing import Any
 
 import torch
 
-from . import _core, bundle_io, isa_probes, verify_first_use
-from . import counters as stats
-from . import _torch_adaptor as adaptor
-from .region_key import device_type as _device_type
-from .region_key import region_key
-from .keyfields import CompileSettings, short_target
+from kcache import _core
+from kcache import _torch_adaptor as adaptor
+from kcache.artifacts import binary_misses, bundle_io, isa_probes, verify_first_use
+from kcache.keys.fields import CompileSettings, short_target
+from kcache.keys.graph_key import device_type as _device_type
+from kcache.keys.graph_key import region_key
+from kcache.state import counters as stats
+from kcache.state import outcomes
 
 log = logging.getLogger("kcache")
 
@@ -31,18 +33,6 @@ log = logging.getLogger("kcache")
 # traces every block of a region again (its guards are per module), and
 # those calls need no fetch or restore, only Inductor's in-memory cache.
 _ready_in_process: set[str] = set()
-# Every key this process computed, in order (kcache.api.last_keys()).
-_keys_seen: list[str] = []
-# key -> {"label", "status"}: what happened to each region the first time it
-# was seen here (status: the client's source — "node", "server", "compiled",
-# "local" — or "error"); kcache.prewarm reports it.
-_outcomes: dict[str, dict[str, str]] = {}
-
-
-def drop_node_copy(store, key: str) -> None:
-    """Removes a refused bundle from this node's tier (the C++ client owns
-    its layout, docs/client.md)."""
-    store.drop_node_copy(key)
 # key -> the Dynamo input sources of the first graph this process keyed with it.
 _first_sources: dict[str, str] = {}
 
@@ -75,23 +65,6 @@ def _nonzero_device_index(example_inputs: list[Any]) -> str | None:
     return None
 
 
-def _report_binary_misses(key: str, missing: set[str]) -> None:
-    """A restored region that still built C++ libraries of its own.
-
-    Inductor names each library by a hash that includes its compile command,
-    absolute include paths among them: a rank whose torch lives at another
-    path looks for other names, misses the restored binaries and runs the
-    host compiler. Counted and said, never hidden.
-    """
-    if not missing:
-        return
-    stats.bump(binary_misses=len(missing))
-    log.warning("kcache: region %s restored, but PyTorch built %d kernel librar%s itself (%s); "
-                "is torch installed at a different path than where the bundle was made? "
-                "Inductor's library names hash absolute include paths.",
-                key[:12], len(missing), "y" if len(missing) == 1 else "ies", sorted(missing)[0])
-
-
 class RegionBackend:
     """One backend object per region class and compile settings.
 
@@ -120,7 +93,7 @@ class RegionBackend:
     def _refuse(self, key: str) -> None:
         stats.bump(verify_failures=1)
         _ready_in_process.discard(key)
-        drop_node_copy(self.store, key)
+        self.store.drop_node_copy(key)
 
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
@@ -140,7 +113,7 @@ class RegionBackend:
         key, explanation = self.key_for(gm, example_inputs)
         key, explanation = _source_variant(key, explanation, gm) or (key, explanation)
         self.last_key = key
-        _keys_seen.append(key)
+        outcomes.keys_seen.append(key)
         if key in _ready_in_process:
             stats.bump(reuses=1)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
@@ -168,7 +141,7 @@ class RegionBackend:
             log.warning("kcache: region %s not stored: %s", key[:12], e)
             stats.bump(bypassed=1)
             data, source = None, "error"
-        _outcomes.setdefault(key, {"label": json.loads(explanation).get("label", ""),
+        outcomes.record(key, {"label": json.loads(explanation).get("label", ""),
                                    "status": source, "path": "traced"})
         if "compiled" in produced or data is None:
             stats.bump(misses=1)
@@ -182,12 +155,12 @@ class RegionBackend:
             # Cubins for another GPU arch (docs/artifact.md): refused, never run.
             stats.bump(arch_refusals=1)
             log.warning("kcache: bundle %s refused: %s; compiling here", key[:12], e)
-            drop_node_copy(self.store, key)
+            self.store.drop_node_copy(key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
         except (_core.KcacheError, ValueError, OSError) as e:
             stats.bump(restore_failures=1)
             log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
-            drop_node_copy(self.store, key)
+            self.store.drop_node_copy(key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
 
     def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str):
@@ -199,7 +172,7 @@ class RegionBackend:
         log.info("kcache: %s hit %s %s", source, key[:12], bundle.manifest.get("label"))
         with adaptor.record_loaded_libraries() as loaded, adaptor.without_header_precompiling():
             compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
-        _report_binary_misses(key, set(loaded) - set(bundle.binaries))
+        binary_misses.report(key, set(loaded) - set(bundle.binaries))
         if verify_first_use.enabled():
             compiled = verify_first_use.wrap(
                 compiled, gm,

@@ -5,7 +5,7 @@ A precompiled region was compiled in one process and runs in another
 class, this module) are meaningless there, so kcache records, for every
 object a guard was about, a description built from what decides what the
 object computes, and compares it with the live object's description before
-the region is used (kcache.portable_checks):
+the region is used (kcache.guards.portable_checks):
 
 - a function: its module, qualname, a hash of its code object (bytecode,
   constants, names, nested code), its defaults and its closure cells;
@@ -121,7 +121,7 @@ def describe(obj: Any, depth: int = 0, memo: dict | None = None) -> Any:
     if isinstance(obj, torch.Tensor):
         return ["tensor", _name(type(obj)), str(obj.dtype), repr(tuple(obj.shape)),
                 repr(obj.stride()), obj.device.type, repr(obj.requires_grad)]
-    from . import _torch_adaptor as adaptor  # here: the adaptor imports this module
+    from kcache import _torch_adaptor as adaptor  # here: the adaptor imports this module
 
     if adaptor.is_aten_op(obj):
         return ["op", str(obj)]

@@ -6,10 +6,11 @@ from typing import Any
 
 import torch
 
-from . import _core, keyfields
-from . import _torch_adaptor as adaptor
-from .fingerprint import fingerprint_graph
-from .keyfields import CompileSettings
+from kcache.keys import fields as keyfields
+from kcache import _torch_adaptor as adaptor
+from kcache.keys.fingerprint import fingerprint_graph
+from kcache.keys.fields import CompileSettings
+from kcache.keys.make import key_of
 
 
 def device_type(example_inputs: list[Any]) -> str:
@@ -41,9 +42,8 @@ def region_key(gm, example_inputs: list[Any], region_name: str, settings: Compil
     device = device_type(example_inputs)
     fields = keyfields.all_fields(fp.canonical, settings, training, device,
                                   target=target, toolchain=toolchain, env=env)
-    raw = {k: v.encode() for k, v in fields.items()}
     label = keyfields.label(region_name, settings, training, device, dtype_label(example_inputs))
-    return _core.compute_key(raw), _core.explain_key(raw, label, {"region": fp.summary()})
+    return key_of(fields, label, {"region": fp.summary()})
 
 
 def key_of_module(module: torch.nn.Module, *args: Any, settings: CompileSettings | None = None,

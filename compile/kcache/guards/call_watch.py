@@ -1,7 +1,7 @@
 """Every call, not only the first: what a precompiled block's checks read,
 watched cheaply so that a change after the first call is seen.
 
-A block's portable checks (kcache.portable_checks) resolve paths on live
+A block's portable checks (kcache.guards.portable_checks) resolve paths on live
 objects — its class and bases and their members, its submodules' classes,
 functions held in attributes, module globals and the dicts an inlined
 function read — and run once per block and call signature. After they
@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from . import _torch_adaptor as adaptor
+from kcache import _torch_adaptor as adaptor
 
 _MISSING = object()
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE

@@ -9,16 +9,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from . import _torch_adaptor as adaptor
-from . import host_facts
-from .env_table import env_field
+from kcache import _torch_adaptor as adaptor
+from kcache import settings
+from kcache.keys import host_facts
+from kcache.keys.env_table import env_field
 
 ARTIFACT_SCHEMA = "kcache-bundle-v1"
 
@@ -73,7 +73,7 @@ def _native_target_flags(cxx: str) -> str:
 
     Inductor compiles CPU kernels with -march=native, so two hosts with one
     vector ISA but different enabled extensions get different binaries.
-    Asked once per node (kcache.host_facts): the answer depends only on the
+    Asked once per node (kcache.keys.host_facts): the answer depends only on the
     compiler binary and the CPU's flags.
     """
     inputs = {"cxx": host_facts.compiler_stamp(cxx), "cpu_flags": host_facts.cpu_flags()}
@@ -105,7 +105,7 @@ def _fixed_target(device_type: str) -> str | None:
     shows the two agree).
     """
     # Trimmed like the C++ side (client/cuda_target.cpp): " cuda:sm_90 " is cuda:sm_90.
-    override = os.environ.get("KCACHE_TARGET", "").strip(" \t\n\v\f\r")
+    override = settings.get("KCACHE_TARGET")
     if override:
         return override
     if device_type == "cuda":

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import _torch_adaptor as adaptor
+from kcache import _torch_adaptor as adaptor
 
 
 @dataclass(frozen=True)

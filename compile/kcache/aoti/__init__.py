@@ -1,0 +1,2 @@
+"""AOTInductor regions: a model's stages exported and compiled ahead of
+time (docs/aoti.md)."""

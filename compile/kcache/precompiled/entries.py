@@ -1,0 +1,25 @@
+"""The functions Dynamo compiles ahead of time for precompiled regions.
+
+Every block of a region runs through one of them with the block passed as
+an argument, so that one trace serves every identical block. They live in
+a file of their own: a stored function's guards check this file's source
+(Dynamo's inlined-source checksums), so it changes only when they do.
+"""
+
+from __future__ import annotations
+
+
+def call(block, *args, **kwargs):
+    """The function Dynamo compiles for every precompiled region."""
+    return block(*args, **kwargs)
+
+
+def call_impl(block, *args, **kwargs):
+    """The function Dynamo compiles for blocks compiled in place
+    (kcache.precompiled.in_place): what nn.Module.compile() compiles."""
+    return block._call_impl(*args, **kwargs)
+
+
+ENTRIES = {"call": call, "call_impl": call_impl}
+# The globals a deserialized function runs with: this module's.
+F_GLOBALS = globals()

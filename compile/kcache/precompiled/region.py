@@ -1,0 +1,140 @@
+"""PrecompiledRegion: every call of every block of one region.
+
+A region (one distinct block structure under one set of compile settings)
+runs each block through one function Dynamo compiled ahead of time
+(entries.call, the block passed as an argument), PyTorch's own
+AOTCompiledFunction, stored with every kernel binary it loads under a key
+found without tracing (kcache.keys.block_key): a fresh process
+deserializes it, with no Dynamo trace, no AOTAutograd, no Inductor code
+generation and no kernel build.
+
+A block's first call under a call signature finds its function
+(variants.function_for: the index, the variant, its checks); later calls
+compare what those checks read (kcache.guards.call_watch) and run it. A
+block that cannot take this path (graph break, a guard or global that does
+not serialize, a changed source file, hooks, a guard that fails at run
+time) runs the traced path (kcache.traced.RegionBackend), said once with
+the reason and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+
+from kcache import _torch_adaptor as adaptor
+from kcache.guards import call_watch
+from kcache.keys.fields import CompileSettings
+from kcache.state import counters
+
+from . import variants
+from .spec import fast_spec
+
+log = logging.getLogger("kcache")
+
+_MISSING = object()
+
+
+class PrecompiledRegion:
+    """One region (distinct block structure) under one set of compile settings."""
+
+    def __init__(self, name: str, settings: CompileSettings, store,
+                 traced: Callable[[torch.nn.Module], torch.nn.Module], entry: str = "call") -> None:
+        self.name = name
+        self.entry = entry  # the function compiled for every block: entries.ENTRIES
+        self.settings = settings
+        self.store = store
+        self.traced = traced  # the traced path for one block: a callable (RegionBackend under torch.compile)
+        self.specs: dict[tuple, variants.SpecState] = {}
+        self._said: set[str] = set()
+        self.class_memo: dict = {}  # class descriptions, shared by the first calls of its blocks
+
+    def run(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
+        """One call of one block: its precompiled function, or the traced path.
+
+        `slots` is the block's own state: "ready" (spec -> function, or None
+        for the traced path), "watch" (spec -> what its checks read:
+        kcache.guards.call_watch, compared on every call) and, once needed,
+        "traced" (its traced callable).
+        """
+        hooks = adaptor.module_hooks(block)
+        if hooks:
+            return self._hooked(block, slots, hooks)(*args, **kwargs)
+        spec = (block.training, fast_spec(args, kwargs))
+        ready = slots["ready"]
+        fn = ready.get(spec, _MISSING)
+        if fn is not None and fn is not _MISSING:
+            watch = slots.get("watch", {}).get(spec)
+            if watch is not None and not watch.unchanged(block, args, kwargs) and self._changed(watch):
+                fn = _MISSING
+        if fn is _MISSING:
+            fn = self._first_call(block, slots, spec, args, kwargs)
+        if fn is not None:
+            if adaptor.aot_guard_check(fn, block, *args, **kwargs):
+                return adaptor.aot_run(fn, block, *args, **kwargs)
+            reason = adaptor.aot_guard_failure(fn, block, *args, **kwargs)
+            counters.bump(precompiled_guard_failures=1)
+            self.say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
+                          "block (%s); that block takes the traced path", self.name, reason)
+            ready[spec] = None
+        return self._traced(block, slots)(*args, **kwargs)
+
+    def _first_call(self, block: torch.nn.Module, slots: dict, spec: tuple, args: tuple, kwargs: dict):
+        """The function for a block's first call under `spec` (or None: the
+        traced path), and what its checks read, to watch on later calls."""
+        try:
+            fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
+            counters.bump(precompiled_fallbacks=1)
+            self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "
+                          "failed (%s: %s); that block takes the traced path", self.name,
+                          type(e).__name__, e)
+            fn, checks, trace_guard = None, [], None
+        slots["ready"][spec] = fn
+        watches = slots.setdefault("watch", {})
+        watches.pop(spec, None)
+        if fn is not None:
+            counters.bump(precompiled_blocks=1)
+            watch = call_watch.collect(checks, block, trace_guard)
+            if watch is not None:
+                watches[spec] = watch
+        return fn
+
+    def _changed(self, watch: "call_watch.Watch") -> bool:
+        """A watched tag moved since the block's checks passed: whether
+        something a check read really changed (then the block goes through
+        its first call's path again), said once per change and counted."""
+        what = watch.still_valid()
+        if what is None:
+            counters.bump(precompiled_watch_refreshes=1)
+            return False
+        counters.bump(precompiled_rechecks=1)
+        self.class_memo.clear()  # class descriptions of before the change
+        for state in self.specs.values():  # and traces of before it: trace again
+            state.traced_guards.clear()
+        self.say_once(f"changed:{what}", "kcache: region %s: %s changed after a block's first call; "
+                      "checking that block again", self.name, what)
+        return True
+
+    def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str]) -> Callable:
+        """The traced path for a block with hooks (issue 32: a precompiled
+        function would run the hooks its cold process had, not these)."""
+        if not slots.get("hooked"):
+            slots["hooked"] = True
+            why = "the block has module hooks (" + ", ".join(hooks) + ")"
+            counters.bump(precompiled_fallbacks=1)
+            self.say_once(why, "kcache: region %s: %s; those blocks take the traced path", self.name, why)
+        return self._traced(block, slots)
+
+    def _traced(self, block: torch.nn.Module, slots: dict) -> Callable:
+        traced = slots.get("traced")
+        if traced is None:
+            traced = slots["traced"] = self.traced(block)
+        return traced
+
+    def say_once(self, what: str, msg: str, *args: Any) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            log.warning(msg, *args)

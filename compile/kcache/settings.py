@@ -1,0 +1,110 @@
+"""Every KCACHE_* variable the Python side reads, declared once.
+
+Each setting has a type, a default and one line of documentation; they are
+read through `get(name)` (or the named helpers below) and parsed by the same
+rules as the C++ client (client/config.cpp): a boolean is empty, 0, false,
+no or off for false and 1, true, yes or on for true, case and surrounding
+whitespace ignored, and anything else is an error naming the variable; text
+is trimmed. tests/python/compile/test_settings.py checks that both sides
+agree on every variable they share, and docs/client.md's "Python settings"
+table is generated from SETTINGS (`python -m kcache.settings --markdown`).
+
+The C++ client reads its own variables (KCACHE_TOKEN, timeouts, TLS files…;
+docs/client.md); `kcache.configure()` hands it overrides as an environment
+of its own, never by writing os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+
+class SettingError(ValueError):
+    """A KCACHE_* variable whose value does not parse."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: str  # "bool" or "text"
+    default: bool | str
+    doc: str
+    shared: bool = False  # the C++ client reads it too (the agreement test covers it)
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("KCACHE_URL", "text", "",
+            "the kcache-server URL; unset: this node's tier only (the C++ client's setting; "
+            "`python -m kcache.prewarm` needs it or `--server`)", shared=True),
+    Setting("KCACHE_LOCAL_DIR", "text", "",
+            "the node tier; kcache also keeps its per-node facts there (ISA probe verdicts, "
+            "`-march=native`); `none`: no node tier", shared=True),
+    Setting("KCACHE_TARGET", "text", "",
+            "overrides the key's target field (a GPU arch `cuda:sm_90`, or any label): "
+            "prewarming for another host", shared=True),
+    Setting("KCACHE_DISABLE", "bool", False,
+            "kcache off: torch.compile runs unchanged, and the C++ client caches nothing", shared=True),
+    Setting("KCACHE_PRECOMPILED", "bool", True,
+            "repeated blocks take the precompiled path (no Dynamo trace on a warm start); "
+            "0: every region takes the traced path (docs/compile.md)"),
+    Setting("KCACHE_VERIFY_FIRST_USE", "bool", False,
+            "compare each restored region's first call with eager, forward and backward; "
+            "a mismatch refuses it (docs/precompiled.md)"),
+    Setting("KCACHE_ALLOW_UNTESTED_TORCH", "bool", False,
+            "use every path on a torch outside the supported releases (docs/torch-support.md)"),
+)}
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def parse_bool(name: str, value: str) -> bool:
+    """The C++ client's parse_bool (client/config.cpp), same words, same error."""
+    s = value.strip().lower()
+    if s in _FALSE:
+        return False
+    if s in _TRUE:
+        return True
+    raise SettingError(f"{name} must be 0/1/true/false, not '{value}'")
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> bool | str:
+    """The value of a declared setting: parsed, or its default when unset.
+    Raises SettingError for a malformed value, KeyError for an undeclared name."""
+    setting = SETTINGS[name]
+    raw = (os.environ if environ is None else environ).get(name)
+    if raw is None:
+        return setting.default
+    if setting.kind == "bool":
+        return parse_bool(name, raw)
+    return raw.strip()
+
+
+def enabled(name: str) -> bool:
+    """A boolean setting, its default when the value does not parse (the
+    switches of the compile path must never stop a job; the C++ client,
+    which reads KCACHE_DISABLE too, reports the malformed value)."""
+    try:
+        return bool(get(name))
+    except SettingError:
+        return bool(SETTINGS[name].default)
+
+
+def markdown() -> str:
+    """docs/client.md's table of the Python side's settings."""
+    rows = ["| Variable | Type | Default | Meaning |", "|---|---|---|---|"]
+    for s in SETTINGS.values():
+        default = ("1" if s.default else "0") if s.kind == "bool" else (s.default or "unset")
+        shared = " Read by the C++ client too." if s.shared else ""
+        rows.append(f"| `{s.name}` | {s.kind} | `{default}` | {s.doc}.{shared} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        raise SystemExit("usage: python -m kcache.settings --markdown")
+    sys.stdout.write(markdown())

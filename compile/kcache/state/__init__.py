@@ -1,0 +1,1 @@
+"""Process state: the counters, what happened to each region, the cache client."""
