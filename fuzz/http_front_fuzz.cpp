@@ -24,10 +24,10 @@
 #include <string_view>
 #include <unistd.h>
 
-#include "server/http/authorizer.hpp"
-#include "server/http/http_types.hpp"
-#include "server/http/request_head.hpp"
-#include "server/http/router.hpp"
+#include "server/http_front/authorizer.hpp"
+#include "server/http_front/http_types.hpp"
+#include "server/http_front/request_head.hpp"
+#include "server/http_front/router.hpp"
 
 namespace {
 

@@ -71,12 +71,12 @@ struct ServerConfig {
   // Listening on a non-loopback address without authentication (--tokens,
   // or mTLS through --tls-client-ca) is refused unless this is set.
   bool insecure_allow_remote = false;
-  // Bearer tokens: a file of `TOKEN ROLE` lines (server/http/authorizer.hpp).
+  // Bearer tokens: a file of `TOKEN ROLE` lines (server/http_front/authorizer.hpp).
   // Empty: no tokens; every role for loopback clients only.
   std::string tokens_file;
   // With tokens: requests without an Authorization header get the read role.
   bool anonymous_read = false;
-  // Namespaces (server/http/namespace_file.hpp, docs/namespaces.md): a JSON
+  // Namespaces (server/http_front/namespace_file.hpp, docs/namespaces.md): a JSON
   // file of namespaces with their tokens, quotas, trust and retention.
   // Empty: one namespace, "default".
   std::string namespaces_file;

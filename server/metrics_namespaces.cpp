@@ -1,6 +1,6 @@
 // Metrics' namespace counters and their Prometheus families
 // (server/metrics.hpp). Label values come from the configured namespace
-// names only (server/http/namespace_file.hpp), so a client cannot grow the
+// names only (server/http_front/namespace_file.hpp), so a client cannot grow the
 // label set.
 #include <string>
 

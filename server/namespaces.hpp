@@ -1,6 +1,6 @@
 // Namespaces: the stores, quotas, trust and retention of every namespace
 // one kcache-server serves (docs/namespaces.md). Who may act in which
-// namespace is the authorizer's (server/http/authorizer.hpp); this is what
+// namespace is the authorizer's (server/http_front/authorizer.hpp); this is what
 // a namespace *is* once the request is allowed in it.
 //
 // Every namespace has its own store (storage::open_namespace_backend: the
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "server/http/namespace_file.hpp"
+#include "server/http_front/namespace_file.hpp"
 #include "server/trusted_keys.hpp"
 #include "storage/backend.hpp"
 

@@ -28,7 +28,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/stream_traits.hpp>
 
-#include "server/client_watch.hpp"
+#include "server/http_front/client_watch.hpp"
 
 namespace kcache::server {
 

@@ -15,7 +15,7 @@
 #include <boost/optional.hpp>
 
 #include "server/config.hpp"
-#include "server/http/http_types.hpp"
+#include "server/http_front/http_types.hpp"
 
 namespace kcache::server {
 

@@ -8,8 +8,8 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "common/result.hpp"
-#include "server/http/http_types.hpp"
-#include "server/http/router.hpp"
+#include "server/http_front/http_types.hpp"
+#include "server/http_front/router.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

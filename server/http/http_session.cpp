@@ -14,13 +14,13 @@
 #include <spdlog/spdlog.h>
 
 #include "server/http/handlers.hpp"
-#include "server/http/request_head.hpp"
 #include "server/http/request_read.hpp"
 #include "server/http/response_write.hpp"
 #include "server/http/session_close.hpp"
 #include "server/http/session_streams.hpp"
 #include "server/http/tls_handshake.hpp"
 #include "server/http/upload_body.hpp"
+#include "server/http_front/request_head.hpp"
 #include "server/wait_watch.hpp"
 
 namespace kcache::server {

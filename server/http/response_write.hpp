@@ -19,8 +19,8 @@
 
 #include "server/http/beast_response.hpp"
 #include "server/http/conn_log.hpp"
-#include "server/http/http_types.hpp"
 #include "server/http/session_close.hpp"
+#include "server/http_front/http_types.hpp"
 #include "server/services.hpp"
 
 namespace kcache::server {

@@ -39,13 +39,15 @@ void storage_error(Services& s, std::string& out, const char* op, const Error& e
 
 namespace {
 
-Request as_request(const Conn& c) {
-  Request req;
-  req.peer = c.peer;
-  req.peer_loopback = c.loopback;
-  if (c.token) req.headers.emplace_back("authorization", "Bearer " + *c.token);
-  if (c.user && *c.user != k_default_namespace) req.headers.emplace_back("x-kcache-namespace", *c.user);
-  return req;
+// What the authorizer decides from: AUTH's token, and its user name as the
+// namespace asked for ("default" or none: the token's only namespace). A
+// RESP connection is plain TCP: no client certificate.
+AccessRequest access_request(const Conn& c) {
+  AccessRequest a;
+  if (c.token) a.token = *c.token;
+  if (c.user && *c.user != k_default_namespace) a.ns = *c.user;
+  a.peer_loopback = c.loopback;
+  return a;
 }
 
 }  // namespace
@@ -53,12 +55,12 @@ Request as_request(const Conn& c) {
 bool credentials_read(const RespShared& sh, const Conn& c) {
   // 400: a known token held in several namespaces, none named yet (its
   // commands are then refused until an AUTH names one).
-  const auto d = sh.s.authorizer.authorize(as_request(c), Role::read);
+  const auto d = sh.s.authorizer.authorize(access_request(c), Role::read);
   return d.allowed || d.status == 400;
 }
 
 std::string namespace_of(const RespShared& sh, const Conn& c) {
-  auto d = sh.s.authorizer.authorize(as_request(c), Role::read);
+  auto d = sh.s.authorizer.authorize(access_request(c), Role::read);
   return d.allowed ? d.ns : std::string(k_default_namespace);
 }
 
@@ -68,7 +70,7 @@ namespace {
 // the session runs its commands on that namespace's RespShared, so a
 // decision made here in another namespace than `sh`'s is refused.
 AuthDecision decide(const RespShared& sh, const Conn& c, Role needed) {
-  auto d = sh.s.authorizer.authorize(as_request(c), needed);
+  auto d = sh.s.authorizer.authorize(access_request(c), needed);
   if (d.allowed && needed != Role::none && d.ns != sh.ns) {
     return {false, 403, "this connection acts in namespace '" + d.ns + "', not '" + sh.ns + "'", {}, {}};
   }

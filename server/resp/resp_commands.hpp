@@ -30,7 +30,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
-#include "server/client_watch.hpp"
+#include "server/http_front/client_watch.hpp"
 #include "server/leases/lease_table.hpp"
 #include "server/resp/resp_keyspace.hpp"
 #include "server/resp/resp_protocol.hpp"

@@ -1,4 +1,4 @@
-// Tokens, roles and signed uploads (server/http/authorizer.hpp,
+// Tokens, roles and signed uploads (server/http_front/authorizer.hpp,
 // server/trusted_keys.hpp, server/http/bundle_check.hpp SignaturePolicy).
 #include <gtest/gtest.h>
 
@@ -8,9 +8,10 @@
 #include <string>
 
 #include "artifact/bundle.hpp"
-#include "server/http/authorizer.hpp"
 #include "server/http/bundle_check.hpp"
-#include "server/http/router.hpp"
+#include "server/http_front/authorizer.hpp"
+#include "server/http_front/http_types.hpp"
+#include "server/http_front/router.hpp"
 #include "server/trusted_keys.hpp"
 
 namespace kcache::server {
@@ -93,6 +94,58 @@ TEST(Tokens, AnonymousReadOnlyWithoutHeader) {
   EXPECT_TRUE(a->authorize(with_auth(""), Role::read).allowed);
   EXPECT_EQ(a->authorize(with_auth(""), Role::write).status, 401);
   EXPECT_EQ(a->authorize(with_auth("Bearer wrong-wrong-wrong-wrong"), Role::read).status, 401);
+}
+
+// RESP asks with its AUTH token directly; HTTP with the Authorization
+// header. The same credentials get the same decision either way.
+TEST(Tokens, AnAccessRequestDecidesAsTheHeaderDoes) {
+  for (bool anonymous : {false, true}) {
+    auto a = token_authorizer(anonymous);
+    const std::string tokens[] = {k_read, k_write, k_admin, " " + k_write + "\t", "", "  ", "unknown-token-000000000"};
+    for (const auto& token : tokens) {
+      for (Role needed : {Role::none, Role::read, Role::write, Role::admin}) {
+        AccessRequest ask;
+        ask.token = token;
+        const auto got = a->authorize(ask, needed);
+        const auto want = a->authorize(with_auth("Bearer " + token), needed);
+        EXPECT_EQ(got.allowed, want.allowed) << "'" << token << "'";
+        EXPECT_EQ(got.status, want.status) << "'" << token << "'";
+        EXPECT_EQ(got.ns, want.ns) << "'" << token << "'";
+        EXPECT_EQ(got.www_authenticate, want.www_authenticate) << "'" << token << "'";
+        EXPECT_EQ(a->namespaces_of(ask, needed), a->namespaces_of(with_auth("Bearer " + token), needed));
+      }
+    }
+    // No credentials at all: as a request without the header.
+    for (Role needed : {Role::read, Role::write}) {
+      EXPECT_EQ(a->authorize(AccessRequest{}, needed).allowed, a->authorize(with_auth(""), needed).allowed);
+      EXPECT_EQ(a->authorize(AccessRequest{}, needed).status, a->authorize(with_auth(""), needed).status);
+    }
+  }
+  auto a = token_authorizer(false);
+  AccessRequest bad;
+  bad.malformed = true;
+  EXPECT_EQ(a->authorize(bad, Role::read).status, 401);
+  EXPECT_NE(a->authorize(bad, Role::read).www_authenticate.find("invalid_request"), std::string::npos);
+}
+
+TEST(Tokens, AccessRequestOfAnHttpRequest) {
+  Request r = with_auth("  bearer   " + k_read + " ", false);
+  r.headers.emplace_back("x-kcache-namespace", "team-a");
+  r.client_cert_verified = true;
+  const AccessRequest got = access_request(r);
+  ASSERT_TRUE(got.token);
+  EXPECT_EQ(*got.token, k_read);
+  EXPECT_FALSE(got.malformed);
+  ASSERT_TRUE(got.ns);
+  EXPECT_EQ(*got.ns, "team-a");
+  EXPECT_FALSE(got.peer_loopback);
+  EXPECT_TRUE(got.client_cert_verified);
+  const AccessRequest basic = access_request(with_auth("Basic Zm9vOmJhcg=="));
+  EXPECT_TRUE(basic.malformed);
+  EXPECT_FALSE(basic.token);
+  EXPECT_TRUE(basic.peer_loopback);
+  const AccessRequest none = access_request(with_auth(""));
+  EXPECT_FALSE(none.malformed || none.token || none.ns);
 }
 
 TEST(Tokens, ReloadSwapsAndKeepsOldOnError) {

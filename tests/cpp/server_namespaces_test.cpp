@@ -1,5 +1,5 @@
-// The namespaces file (server/http/namespace_file.hpp) and the authorizer's
-// namespace resolution (server/http/authorizer.hpp): which namespace a
+// The namespaces file (server/http_front/namespace_file.hpp) and the authorizer's
+// namespace resolution (server/http_front/authorizer.hpp): which namespace a
 // request acts in, and that a token acts only where it holds a role.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,9 @@
 #include <random>
 #include <string>
 
-#include "server/http/authorizer.hpp"
-#include "server/http/namespace_file.hpp"
+#include "server/http_front/authorizer.hpp"
+#include "server/http_front/http_types.hpp"
+#include "server/http_front/namespace_file.hpp"
 
 namespace kcache::server {
 namespace {
@@ -127,6 +128,26 @@ TEST_F(AuthFixture, ATokenActsOnlyInItsNamespaces) {
   EXPECT_TRUE(ask("", "team-b", Role::read).allowed);
   EXPECT_EQ(ask("", "team-b", Role::write).status, 401);
   EXPECT_EQ(ask("", "team-a", Role::read).status, 401);
+}
+
+// RESP's AUTH <namespace> <token> asks with an AccessRequest; it resolves
+// as the same token and X-Kcache-Namespace over HTTP.
+TEST_F(AuthFixture, AnAccessRequestNamesItsNamespace) {
+  for (const std::string& token : {k_a, k_b, k_both, std::string("unknown-token-000000000"), std::string()}) {
+    for (const char* ns : {"", "team-a", "team-b", "ci", "default", "ghost"}) {
+      for (Role role : {Role::read, Role::write, Role::admin}) {
+        AccessRequest r;
+        r.peer_loopback = true;
+        if (!token.empty()) r.token = token;
+        if (*ns) r.ns = ns;
+        const auto got = auth->authorize(r, role);
+        const auto want = ask(token, ns, role);
+        EXPECT_EQ(got.allowed, want.allowed) << token << " in '" << ns << "'";
+        EXPECT_EQ(got.status, want.status) << token << " in '" << ns << "'";
+        EXPECT_EQ(got.ns, want.ns) << token << " in '" << ns << "'";
+      }
+    }
+  }
 }
 
 TEST_F(AuthFixture, NamespacesOfListsWhereTheTokenHoldsTheRole) {

@@ -1,5 +1,5 @@
 // Route matching, query parsing, configuration parsing and the metadata the
-// server derives from a verified manifest (server/http/router.hpp,
+// server derives from a verified manifest (server/http_front/router.hpp,
 // server/config.hpp, server/http/bundle_check.hpp).
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "artifact/bundle.hpp"
-#include "server/http/bundle_check.hpp"
 #include "server/config.hpp"
-#include "server/http/router.hpp"
+#include "server/http/bundle_check.hpp"
+#include "server/http_front/router.hpp"
 
 namespace kcache::server {
 namespace {

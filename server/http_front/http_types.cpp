@@ -1,4 +1,4 @@
-#include "server/http/http_types.hpp"
+#include "server/http_front/http_types.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,13 @@
 // Authorizer: who may do what. Every route names the role it needs
 // (read ⊂ write ⊂ admin, docs/protocol.md "Roles", docs/security.md); the
 // session asks the authorizer before the handler runs (and before any body
-// byte is read).
+// byte is read). RESP asks it too, for its commands
+// (server/resp/resp_command_support.cpp).
+//
+// Both ask with an AccessRequest: the credentials presented, the namespace
+// asked for, and what is known of the peer. HTTP builds one from a request
+// (access_request(), or authorize(const Request&, …)); RESP from its
+// connection's AUTH.
 //
 // Two implementations, chosen by make_authorizer():
 //  - loopback (no --tokens): every role to loopback peers; to every peer
@@ -39,9 +45,10 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "server/http/http_types.hpp"
 
 namespace kcache::server {
+
+struct Request;  // server/http_front/http_types.hpp
 
 enum class Role { none, read, write, admin };
 
@@ -60,17 +67,45 @@ struct AuthDecision {
   std::string ns = "default";
 };
 
+// What an access decision reads, whichever protocol asks. A view: the
+// strings it names must outlive it.
+struct AccessRequest {
+  // The credentials presented. `token`: a bearer token (HTTP: the value of
+  // `Authorization: Bearer <token>`; RESP: AUTH's password), compared
+  // without the whitespace around it; an empty one is malformed.
+  // `malformed`: credentials that are not a bearer token (HTTP: an
+  // Authorization header of another form). Neither: no credentials.
+  std::optional<std::string_view> token;
+  bool malformed = false;
+  // The namespace asked for (HTTP: X-Kcache-Namespace; RESP: AUTH's user
+  // name other than "default"). None: the token's only one, else "default".
+  std::optional<std::string_view> ns;
+  bool peer_loopback = false;
+  // An HTTPS client that presented a certificate signed by --tls-client-ca
+  // (never on RESP, which has no TLS).
+  bool client_cert_verified = false;
+};
+
+// HTTP's access request: the Authorization and X-Kcache-Namespace headers
+// (the scheme `Bearer` in any case, whitespace around the value and after
+// the scheme ignored), the peer, the client certificate. Views into `req`.
+AccessRequest access_request(const Request& req);
+
 class Authorizer {
  public:
   virtual ~Authorizer() = default;
-  virtual AuthDecision authorize(const Request& req, Role needed) const = 0;
+  virtual AuthDecision authorize(const AccessRequest& req, Role needed) const = 0;
+  // HTTP: authorize(access_request(req), needed).
+  AuthDecision authorize(const Request& req, Role needed) const;
   // Re-reads the credentials (SIGHUP). On failure the old ones stay in force.
   virtual Status reload() { return Ok{}; }
   // How many tokens are configured (0 for the loopback authorizer).
   virtual std::size_t token_count() const { return 0; }
-  // The namespaces in which this request's credentials hold at least
-  // `needed` (every namespace for the loopback authorizer's allowed peers).
-  virtual std::vector<std::string> namespaces_of(const Request& req, Role needed) const = 0;
+  // The namespaces in which these credentials hold at least `needed`
+  // (every namespace for the loopback authorizer's allowed peers).
+  virtual std::vector<std::string> namespaces_of(const AccessRequest& req, Role needed) const = 0;
+  // HTTP: namespaces_of(access_request(req), needed).
+  std::vector<std::string> namespaces_of(const Request& req, Role needed) const;
 };
 
 struct TokenEntry {
@@ -90,7 +125,7 @@ struct AuthSettings {
   bool anonymous_read = false;    // tokens mode: no header → read
   bool allow_remote = false;      // loopback mode: --insecure-allow-remote
   bool client_certs_verified = false;  // loopback mode: mTLS is on
-  // --namespaces FILE (server/http/namespace_file.hpp): namespaces and
+  // --namespaces FILE (server/http_front/namespace_file.hpp): namespaces and
   // their tokens, beside --tokens' (which act in "default"); with no token
   // in either, the loopback rules hold in every namespace.
   std::string namespaces_file;

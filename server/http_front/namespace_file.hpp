@@ -34,7 +34,7 @@
 
 #include "common/namespace_name.hpp"
 #include "common/result.hpp"
-#include "server/http/authorizer.hpp"
+#include "server/http_front/authorizer.hpp"
 
 namespace kcache::server {
 

@@ -1,14 +1,16 @@
-#include "server/http/authorizer.hpp"
+#include "server/http_front/authorizer.hpp"
 
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
 #include "common/sha256.hpp"
-#include "server/http/namespace_file.hpp"
+#include "server/http_front/http_types.hpp"
+#include "server/http_front/namespace_file.hpp"
 
 namespace kcache::server {
 
@@ -39,6 +41,39 @@ bool token_char(char c) {
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// The token of an Authorization header's value `Bearer <token>` (the scheme
+// in any case; whitespace around the value and after the scheme ignored).
+std::optional<std::string_view> bearer_token(std::string_view h) {
+  h = trim(h);
+  constexpr std::string_view k_scheme = "bearer ";
+  bool bearer = h.size() > k_scheme.size();
+  for (std::size_t i = 0; bearer && i < k_scheme.size(); ++i) {
+    bearer = static_cast<char>(std::tolower(static_cast<unsigned char>(h[i]))) == k_scheme[i];
+  }
+  if (!bearer) return std::nullopt;
+  std::string_view token = h.substr(k_scheme.size());
+  while (!token.empty() && is_space(token.front())) token.remove_prefix(1);
+  return token;
+}
+
+// The token an access request presents, without the whitespace around it;
+// nullopt when its credentials are malformed (or an empty token).
+std::optional<std::string_view> presented_token(const AccessRequest& req) {
+  if (req.malformed || !req.token) return std::nullopt;
+  std::string_view token = trim(*req.token);
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
+// Whether the request presents any credentials (well-formed or not).
+bool has_credentials(const AccessRequest& req) { return req.malformed || req.token.has_value(); }
 
 std::vector<std::string_view> fields(std::string_view line) {
   std::vector<std::string_view> out;
@@ -99,9 +134,6 @@ Result<AuthTable> load_table(const AuthSettings& s) {
   return t;
 }
 
-// The namespace a request asks for (X-Kcache-Namespace), if any.
-const std::string* requested_namespace(const Request& req) { return req.header("x-kcache-namespace"); }
-
 AuthDecision refuse(int status, std::string message) { return {false, status, std::move(message), {}, {}}; }
 
 AuthDecision allow(std::string ns) { return {true, 200, {}, {}, std::move(ns)}; }
@@ -138,27 +170,29 @@ class LoopbackAuthorizer final : public Authorizer, TableHolder {
  public:
   LoopbackAuthorizer(AuthSettings settings, AuthTable table) : TableHolder(std::move(settings), std::move(table)) {}
 
-  AuthDecision authorize(const Request& req, Role needed) const override {
+  using Authorizer::authorize;
+  using Authorizer::namespaces_of;
+
+  AuthDecision authorize(const AccessRequest& req, Role needed) const override {
     if (needed == Role::none) return {};
     if (!peer_allowed(req)) {
       return refuse(403, std::string("role '") + role_name(needed) +
                              "' is only granted to loopback clients when the server has no --tokens");
     }
-    const std::string* want = requested_namespace(req);
-    std::string ns = want ? *want : k_default_namespace;
+    std::string ns = req.ns ? std::string(*req.ns) : k_default_namespace;
     if (!contains(snapshot()->names, ns)) return refuse(403, "no namespace '" + ns + "' on this server");
     return allow(std::move(ns));
   }
 
   Status reload() override { return TableHolder::reload(); }
 
-  std::vector<std::string> namespaces_of(const Request& req, Role needed) const override {
+  std::vector<std::string> namespaces_of(const AccessRequest& req, Role needed) const override {
     if (needed != Role::none && !peer_allowed(req)) return {};
     return snapshot()->names;
   }
 
  private:
-  bool peer_allowed(const Request& req) const {
+  bool peer_allowed(const AccessRequest& req) const {
     // mTLS counts per request, for the connection that showed a
     // certificate: a RESP connection (plain TCP) never did.
     return req.peer_loopback || settings_.allow_remote || (settings_.client_certs_verified && req.client_cert_verified);
@@ -169,19 +203,21 @@ class TokenAuthorizer final : public Authorizer, TableHolder {
  public:
   TokenAuthorizer(AuthSettings settings, AuthTable table) : TableHolder(std::move(settings), std::move(table)) {}
 
-  AuthDecision authorize(const Request& req, Role needed) const override {
+  using Authorizer::authorize;
+  using Authorizer::namespaces_of;
+
+  AuthDecision authorize(const AccessRequest& req, Role needed) const override {
     if (needed == Role::none) return {};
     auto table = snapshot();
-    const std::string* want = requested_namespace(req);
-    const std::string* header = req.header("authorization");
-    if (!header) {
-      const std::string ns = want ? *want : k_default_namespace;
+    const auto& want = req.ns;
+    if (!has_credentials(req)) {
+      const std::string ns = want ? std::string(*want) : k_default_namespace;
       if (needed == Role::read && contains(table->anonymous, ns)) return allow(ns);
       return unauthorized("this request needs `Authorization: Bearer <token>` with the " +
                               std::string(role_name(needed)) + " role",
                           "");
     }
-    auto token = bearer_token(*header);
+    auto token = presented_token(req);
     if (!token) return unauthorized("the Authorization header must be `Bearer <token>`", "invalid_request");
     auto held = matches(*table, *token);
     if (held.empty()) return unauthorized("unknown token", "invalid_token");
@@ -190,7 +226,7 @@ class TokenAuthorizer final : public Authorizer, TableHolder {
       for (const auto* h : held) {
         if (h->ns == *want) e = h;
       }
-      if (!e) return refuse(403, "this token has no role in namespace '" + *want + "'");
+      if (!e) return refuse(403, "this token has no role in namespace '" + std::string(*want) + "'");
     } else if (held.size() == 1) {
       e = held.front();
     } else {
@@ -213,15 +249,14 @@ class TokenAuthorizer final : public Authorizer, TableHolder {
 
   std::size_t token_count() const override { return snapshot()->tokens.size(); }
 
-  std::vector<std::string> namespaces_of(const Request& req, Role needed) const override {
+  std::vector<std::string> namespaces_of(const AccessRequest& req, Role needed) const override {
     auto table = snapshot();
     std::vector<std::string> out;
-    const std::string* header = req.header("authorization");
-    if (!header) {
+    if (!has_credentials(req)) {
       if (needed == Role::read) out = table->anonymous;
       return out;
     }
-    auto token = bearer_token(*header);
+    auto token = presented_token(req);
     if (!token) return out;
     for (const auto* h : matches(*table, *token)) {
       if (static_cast<int>(h->role) >= static_cast<int>(needed)) out.push_back(h->ns);
@@ -234,20 +269,6 @@ class TokenAuthorizer final : public Authorizer, TableHolder {
     std::string challenge = k_realm;
     if (*error) challenge += std::string(", error=\"") + error + "\"";
     return {false, 401, std::move(message), std::move(challenge), {}};
-  }
-
-  static std::optional<std::string_view> bearer_token(std::string_view h) {
-    while (!h.empty() && is_space(h.front())) h.remove_prefix(1);
-    while (!h.empty() && is_space(h.back())) h.remove_suffix(1);
-    constexpr std::string_view k_scheme = "bearer ";
-    bool bearer = h.size() > k_scheme.size();
-    for (std::size_t i = 0; bearer && i < k_scheme.size(); ++i) {
-      bearer = static_cast<char>(std::tolower(static_cast<unsigned char>(h[i]))) == k_scheme[i];
-    }
-    if (!bearer) return std::nullopt;
-    std::string_view token = h.substr(k_scheme.size());
-    while (!token.empty() && is_space(token.front())) token.remove_prefix(1);
-    return token;
   }
 
   // Every entry holding this token. Compares against every entry, always:
@@ -265,6 +286,29 @@ class TokenAuthorizer final : public Authorizer, TableHolder {
 };
 
 }  // namespace
+
+AccessRequest access_request(const Request& req) {
+  AccessRequest a;
+  if (const std::string* h = req.header("authorization")) {
+    if (auto token = bearer_token(*h)) {
+      a.token = *token;
+    } else {
+      a.malformed = true;
+    }
+  }
+  if (const std::string* ns = req.header("x-kcache-namespace")) a.ns = *ns;
+  a.peer_loopback = req.peer_loopback;
+  a.client_cert_verified = req.client_cert_verified;
+  return a;
+}
+
+AuthDecision Authorizer::authorize(const Request& req, Role needed) const {
+  return authorize(access_request(req), needed);
+}
+
+std::vector<std::string> Authorizer::namespaces_of(const Request& req, Role needed) const {
+  return namespaces_of(access_request(req), needed);
+}
 
 Result<std::vector<TokenEntry>> parse_tokens(std::string_view text) {
   std::vector<TokenEntry> out;

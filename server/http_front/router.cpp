@@ -1,4 +1,4 @@
-#include "server/http/router.hpp"
+#include "server/http_front/router.hpp"
 
 namespace kcache::server {
 

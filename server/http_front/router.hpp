@@ -11,7 +11,7 @@
 #include <string_view>
 #include <variant>
 
-#include "server/http/authorizer.hpp"
+#include "server/http_front/authorizer.hpp"
 
 namespace kcache::server {
 

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <string>
 
-#include "server/http/http_types.hpp"
+#include "server/http_front/http_types.hpp"
 
 namespace kcache::server {
 

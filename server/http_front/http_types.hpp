@@ -19,7 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "server/client_watch.hpp"
+#include "server/http_front/client_watch.hpp"
 
 namespace kcache::server {
 

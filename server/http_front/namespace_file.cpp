@@ -1,4 +1,4 @@
-#include "server/http/namespace_file.hpp"
+#include "server/http_front/namespace_file.hpp"
 
 #include <algorithm>
 #include <filesystem>
