@@ -37,6 +37,8 @@ export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 stage setup scripts/setup.sh
 # Each C++ file includes only what its target links (docs/architecture.md).
 stage layers python3 scripts/check_layers.py
+stage py-layers python3 scripts/check_py_layers.py
+stage doc-paths python3 scripts/check_doc_paths.py
 stage build scripts/build.sh
 rm -f "${junit[@]}"
 stage ctest ctest --test-dir build/dev --output-on-failure -j2 --output-junit "$root/build/junit-ctest.xml"

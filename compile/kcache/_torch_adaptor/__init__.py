@@ -28,7 +28,7 @@ What it provides:
   it imports without torch's compiler).
 
 This package is the bottom layer: it imports nothing of kcache's except
-its sibling _torch_adaptor_imports (scripts/check_layers.py). What it needs
+its sibling _torch_adaptor_imports (scripts/check_py_layers.py). What it needs
 from kcache (the portable checks' readers, settings) is passed in.
 
 One file per idea (drift.py, compiled_module.py, versions.py, inductor.py, config_key.py, capture.py,

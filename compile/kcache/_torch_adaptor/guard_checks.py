@@ -12,9 +12,9 @@ happens:
 - "pytorch": kept by PyTorch and evaluated on the live arguments or the
   global state with the compile-time value (tensors, shapes, grad mode);
 - a check kind: kcache records the guard's source as a path of plain steps
-  and a portable description (kcache.describe) of what it read when it was
+  and a portable description (kcache.guards.describe) of what it read when it was
   compiled; the warm process resolves the path on its live objects and
-  compares (kcache.portable_checks) before the region is used;
+  compares (kcache.guards.portable_checks) before the region is used;
 - "traced": no portable check exists; the region takes the traced path.
 
 A guard type missing from the table, a source kcache cannot turn into a

@@ -64,7 +64,7 @@ def input_sources(gm) -> str:
     inputs of the same metadata share a key, wherever they come from), but
     part of AOTAutograd's: its cache key hashes the input sources
     (aot_config), so such a graph misses the AOTAutograd entry the first one
-    saved (kcache.backend keeps a variant for it)."""
+    saved (kcache.traced.backend keeps a variant for it)."""
     names = []
     for node in gm.graph.nodes:
         if node.op != "placeholder":

@@ -2,7 +2,7 @@
 
 CPython gives every dict a version tag that changes on every write
 (`ma_version_tag`); Dynamo's DICT_VERSION guards read it through
-`torch._C._dynamo.guards.dict_version`. kcache.call_watch compares the
+`torch._C._dynamo.guards.dict_version`. kcache.guards.call_watch compares the
 tags of the dicts a precompiled block's checks read, on every call, to see
 a change after the first call at the cost of one C call per dict.
 """

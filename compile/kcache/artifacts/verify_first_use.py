@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from kcache import settings
+
 log = logging.getLogger("kcache")
 
 

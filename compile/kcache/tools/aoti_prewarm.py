@@ -47,7 +47,7 @@ def prewarm(model: torch.nn.Module, out_dir: str | pathlib.Path, *, command: str
     client = store.get_store()
     # Inductor's ISA probes as the Python paths get them: shared through the
     # cache on a fresh node, answered from the node's record after
-    # (kcache/isa_probes.py); before anything asks Inductor for its ISA.
+    # (kcache/artifacts/isa_probes.py); before anything asks Inductor for its ISA.
     isa_probes.ensure(client)
     names = tensor_names(model)
     regions: dict[str, ExportedRegion] = {}

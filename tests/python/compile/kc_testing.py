@@ -50,7 +50,7 @@ def cxx_wrapper(tmp_path):
 # Inductor compiles in the process that asked (no pool of compile-worker
 # subprocesses, each importing torch): on the test machine's two cores,
 # with pytest's workers running jobs side by side, a pool only adds
-# processes to start. Not part of any key (kcache/env_table.py lists it as
+# processes to start. Not part of any key (kcache/keys/env_table.py lists it as
 # not affecting generated code); a test may still set its own value.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 

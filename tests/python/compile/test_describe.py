@@ -11,9 +11,8 @@ import torch
 
 from kc_testing import PYTHON, python_env
 
-from kcache.guards.describe import describe_class
 
-from kcache.guards import describe
+from kcache.guards.describe import describe, describe_class
 
 PROBE = r'''
 import json, sys, torch

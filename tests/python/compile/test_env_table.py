@@ -50,7 +50,7 @@ def test_every_variable_read_by_a_compile_is_declared(tmp_path):
     names = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(names) > 100  # the recorder really saw torch's reads
     undeclared = [n for n in names if env_table.classify(n) is None]
-    assert undeclared == [], f"declare these in compile/kcache/env_table.py: {undeclared}"
+    assert undeclared == [], f"declare these in compile/kcache/keys/env_table.py: {undeclared}"
 
 
 def test_classification_rules():

@@ -71,7 +71,7 @@ def test_in_place_regions_have_keys_of_their_own():
     its key says so, and compile_regions' keys stay as they were."""
     import torch
 
-    from kcache.keys import block_key as precompiled_key as pk
+    from kcache.keys import block_key as pk
     from kcache.keys.fields import CompileSettings
 
     block, args = torch.nn.Linear(4, 4), (torch.randn(2, 4),)
