@@ -13,17 +13,19 @@ still cannot pass.
 The checks' verdicts are then remembered per node (kcache.keys.host_facts,
 keyed by the compiler binary, the CPU's feature flags and the torch build):
 a later process on this node answers Inductor's checks from that record
-and fetches no probes at all. The record lives only in the user's own node
-directory; without one, every process checks for real.
+and fetches no probes at all. A process on a new node (a fresh container)
+asks the server for the record of its machine type instead
+(kcache.artifacts.machine_facts: keyed by CPU model and flags, compiler and
+torch, and refused unless those equal this machine's); the first process of
+a machine type probes and publishes it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-
 import os
+import threading
 
 import torch
 
@@ -33,6 +35,9 @@ from kcache.keys import fields as keyfields
 from kcache import _torch_adaptor as adaptor
 from kcache.keys.env_table import env_field
 from kcache.keys.make import key_of
+from kcache.state import counters
+
+from . import machine_facts
 
 log = logging.getLogger("kcache")
 _done = False
@@ -70,8 +75,12 @@ def _record_inputs() -> dict:
 
 
 def ensure(store) -> None:
-    """Restores (or builds and shares) the probes once per process, before
-    anything asks Inductor for its vector ISA. Never fails the job."""
+    """Answers Inductor's ISA checks once per process, before anything asks
+    Inductor for its vector ISA: from this node's record, else from the
+    server's record for this machine type (kcache.artifacts.machine_facts),
+    else by running the probes (their binaries restored or built and shared
+    here) and recording the answers for both. Never fails the job; every
+    probe that really runs is counted (isa_probes_run)."""
     global _done
     with _lock:
         if _done:
@@ -84,12 +93,43 @@ def ensure(store) -> None:
             known = json.loads(host_facts.lookup("isa-checks", inputs) or "{}")
         except ValueError:
             known = {}
-        with adaptor.isa_checks(known if isinstance(known, dict) else {}) as answers:
-            if not known:
+        known = known if isinstance(known, dict) else {}
+        on_node = dict(known)
+        probed: dict[str, bool] = {}
+        if not known:
+            known = _machine_record(store, probed)
+        with adaptor.isa_checks(known) as answers:
+            if not known and not probed:
                 _share(store)
             adaptor.cpu_vec_isa()
-        if answers and answers != known:
+        ran = [n for n in answers if not isinstance(known.get(n), bool)]
+        counters.bump(isa_probes_run=len(ran))
+        answers = {**probed, **answers}
+        if answers and answers != on_node:
             host_facts.remember("isa-checks", inputs, json.dumps(answers, sort_keys=True))
+
+
+def _machine_record(store, probed: dict[str, bool]) -> dict[str, bool]:
+    """The ISA checks of the server's record for this machine (seeding its
+    -march=native answer too), or {} when there is none to use. Holding the
+    record's lease, this process probes (filling `probed`) and shares it."""
+    def make() -> tuple[dict[str, bool], str]:
+        with adaptor.isa_checks({}) as answers:
+            _share(store)
+            adaptor.cpu_vec_isa()
+        probed.update(answers)
+        counters.bump(isa_probes_run=len(answers))
+        return dict(answers), keyfields.native_target_flags()
+
+    try:
+        record = machine_facts.fetch_or_make(store, make)
+    except (_core.KcacheError, OSError, ValueError) as e:
+        log.warning("kcache: machine facts not shared (%s); Inductor's probes run here", e)
+        return {}
+    if record is None:
+        return {}
+    host_facts.seed("march-native", keyfields.native_target_inputs(), record["march_native"])
+    return dict(record["isa_checks"])
 
 
 def _share(store) -> None:

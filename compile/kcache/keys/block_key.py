@@ -117,16 +117,22 @@ def device_of(block: torch.nn.Module, args: tuple) -> str:
 
 def region_fields(block: torch.nn.Module, args: tuple, kwargs: dict,
                   settings: CompileSettings, *, block_desc: dict | None = None,
-                  entry: str = "call") -> dict[str, str]:
+                  entry: str = "call", entry_source: str | None = None) -> dict[str, str]:
     """Every key field of the region, the "region" field without a trace.
 
     `entry` names the function compiled for every block (kcache.precompiled:
     "call" for compile_regions, "call_impl" for blocks compiled in place);
-    the default adds nothing, so compile_regions' keys stay as they were."""
+    the default adds nothing, so compile_regions' keys stay as they were.
+    `entry_source` identifies that function's code where Dynamo's inlined-
+    source check reads it (kcache.precompiled.entries.source_digest): a
+    stored function whose entry has since moved or changed would fail that
+    check on every load, so it gets another key instead."""
     fields = {"schema": SCHEMA, "block": block_desc or block_description(block),
               "call": call_description(args, kwargs, settings.dynamic)}
     if entry != "call":
         fields["entry"] = entry
+    if entry_source is not None:
+        fields["entry_source"] = entry_source
     region = canon(fields)
     return keyfields.all_fields(region, settings, is_training(block, args, kwargs),
                                 device_of(block, args))

@@ -76,9 +76,14 @@ def _native_target_flags(cxx: str) -> str:
     Asked once per node (kcache.keys.host_facts): the answer depends only on the
     compiler binary and the CPU's flags.
     """
-    inputs = {"cxx": host_facts.compiler_stamp(cxx), "cpu_flags": host_facts.cpu_flags()}
-    return host_facts.cached("march-native", inputs, lambda: _query_native_target_flags(cxx),
+    return host_facts.cached("march-native", native_target_inputs(cxx), lambda: _query_native_target_flags(cxx),
                              keep=lambda value: value != "unknown")
+
+
+def native_target_inputs(cxx: str | None = None) -> dict:
+    """What the -march=native answer depends on (the node's record's inputs)."""
+    cxx = cxx or adaptor.host_compiler()
+    return {"cxx": host_facts.compiler_stamp(cxx), "cpu_flags": host_facts.cpu_flags()}
 
 
 def _query_native_target_flags(cxx: str) -> str:

@@ -8,6 +8,10 @@ a file of their own: a stored function's guards check this file's source
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+
 
 def call(block, *args, **kwargs):
     """The function Dynamo compiles for every precompiled region."""
@@ -21,5 +25,15 @@ def call_impl(block, *args, **kwargs):
 
 
 ENTRIES = {"call": call, "call_impl": call_impl}
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest(name: str) -> str:
+    """The entry's module, first line and source, hashed: what Dynamo's
+    inlined-source check of a stored function compares (a field of the
+    precompiled key, kcache.keys.block_key.region_fields)."""
+    fn = ENTRIES[name]
+    text = f"{fn.__module__}\0{fn.__code__.co_firstlineno}\0{inspect.getsource(fn)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 # The globals a deserialized function runs with: this module's.
 F_GLOBALS = globals()

@@ -26,7 +26,7 @@ from kcache.keys import block_key
 from kcache.keys.make import key_of
 from kcache.state import counters, outcomes
 
-from . import build, checks
+from . import build, checks, entries
 from .spec import resolve_path
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def index_for(region: "PrecompiledRegion", block, desc: dict, args: tuple, kwarg
     if block_key.device_of(block, args) == "cpu":
         isa_probes.ensure(region.store)  # before anything asks Inductor for its ISA
     fields = block_key.region_fields(block, args, kwargs, region.settings, block_desc=desc,
-                                     entry=region.entry)
+                                     entry=region.entry, entry_source=entries.source_digest(region.entry))
     label = block_key.label_of(region.name, block, args, kwargs, region.settings)
     key, explanation = key_of(fields, label, {"kind": "precompiled index"})
     state = SpecState(key, fields, label)

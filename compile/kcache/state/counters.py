@@ -21,6 +21,12 @@ class Stats:
     binary_misses: int = 0  # kernels rebuilt after a restore (docs/compile.md)
     verify_failures: int = 0  # restored regions refused by KCACHE_VERIFY_FIRST_USE
     store_failures: int = 0
+    # Inductor's CPU ISA checks that really ran here (a probe library built
+    # or loaded in a child Python), and the machine-facts records of the
+    # server used or refused instead (kcache.artifacts.machine_facts).
+    isa_probes_run: int = 0
+    machine_facts_hits: int = 0
+    machine_facts_refused: int = 0
     # Precompiled regions (kcache.precompiled): blocks installed on the
     # precompiled path, Dynamo traces of a region's block (cold only),
     # regions or variants that took the traced path, guards that failed.

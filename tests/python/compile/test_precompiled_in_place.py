@@ -72,6 +72,7 @@ def test_in_place_regions_have_keys_of_their_own():
     import torch
 
     from kcache.keys import block_key as pk
+    from kcache.keys.make import key_of
     from kcache.keys.fields import CompileSettings
 
     block, args = torch.nn.Linear(4, 4), (torch.randn(2, 4),)
@@ -80,4 +81,12 @@ def test_in_place_regions_have_keys_of_their_own():
     assert pk.region_fields(block, args, {}, settings, entry="call") == plain
     in_place = pk.region_fields(block, args, {}, settings, entry="call_impl")
     assert in_place["region"] != plain["region"] and '"entry":"call_impl"' in in_place["region"]
-    assert pk.key_of(in_place, "x")[0] != pk.key_of(plain, "x")[0]
+    assert key_of(in_place, "x")[0] != key_of(plain, "x")[0]
+    # The entry's code is part of the key: a stored function whose entry
+    # moved or changed (its inlined-source check would fail every load)
+    # is not looked up again.
+    from kcache.precompiled import entries
+
+    assert entries.source_digest("call") != entries.source_digest("call_impl")
+    sourced = pk.region_fields(block, args, {}, settings, entry_source=entries.source_digest("call"))
+    assert key_of(sourced, "x")[0] != key_of(plain, "x")[0]

@@ -62,7 +62,7 @@ def run_job(tmp_path, cxx, name, url, *extra, **kw) -> dict:
 
 def block_traces(result: dict) -> list[str]:
     """Dynamo traces of kcache's precompiled `call` (one per region compiled)."""
-    return [t for t in result["dynamo_traced"] if t.startswith("call ") and "precompiled.py" in t]
+    return [t for t in result["dynamo_traced"] if t.startswith("call ") and "precompiled/entries.py" in t]
 
 
 def differ(a_name, a, b_name, b):
@@ -109,7 +109,10 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         assert sum(len(c["region_compiles"]) for c in colds) > 0
         after_cold = server.metrics()
         # Every region's index and first variant were uploaded once.
-        assert after_cold["kcache_uploads_total"] == 2 * len(regions) + 1  # + the ISA probes entry
+        # + the ISA probes entry and this machine type's facts record
+        assert after_cold["kcache_uploads_total"] == 2 * len(regions) + 2
+        # One cold rank probed the CPU; the others used its record.
+        assert sum(c["kcache"]["isa_probes_run"] > 0 for c in colds) == 1, [c["kcache"] for c in colds]
         for other in colds[1:]:
             assert other["losses"] == cold["losses"], differ("rank 1", other, "rank 0", cold)
             assert other["all_grads_sha256"] == cold["all_grads_sha256"]
@@ -121,6 +124,8 @@ def test_warm_start_traces_nothing_and_trains_bit_identically(tmp_path, cxx_wrap
         assert w["precompiled_traces"] == 0 and w["misses"] == 0 and w["compiles"] == 0
         assert w["precompiled_blocks"] == cold["kcache"]["precompiled_blocks"]
         assert w["precompiled_fallbacks"] == w["precompiled_guard_failures"] == 0
+        # A fresh container on a machine type the server knows: no ISA probe.
+        assert w["isa_probes_run"] == 0 and w["machine_facts_hits"] == 1
         # Hits, counted by kcache, by its client and by the server.
         assert w["hits_server"] == len(regions) and w["client"]["server_hits"] >= 2 * len(regions)
         assert [r["status"] for r in warm["regions"]] == ["server"] * len(regions)
