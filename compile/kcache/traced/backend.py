@@ -24,7 +24,7 @@ from kcache.artifacts import binary_misses, bundle_io, isa_probes, verify_first_
 from kcache.keys.fields import CompileSettings, short_target
 from kcache.keys.graph_key import device_type as _device_type
 from kcache.keys.graph_key import region_key
-from kcache.state import counters as stats
+from kcache.state import counters
 from kcache.state import outcomes
 
 log = logging.getLogger("kcache")
@@ -91,20 +91,20 @@ class RegionBackend:
         return region_key(gm, example_inputs, self.region_name, self.settings)
 
     def _refuse(self, key: str) -> None:
-        stats.bump(verify_failures=1)
+        counters.bump(verify_failures=1)
         _ready_in_process.discard(key)
         self.store.drop_node_copy(key)
 
     def __call__(self, gm, example_inputs, **_ignored):
         patches = adaptor.inductor_config_patches(
             self.settings.mode, self.settings.options, self.settings.dynamic)
-        stats.bump(regions_seen=1)
+        counters.bump(regions_seen=1)
         index = _nonzero_device_index(example_inputs)
         if index is not None:
             # PyTorch bakes cuda:N into generated code; kcache keys never
             # hold the index, so it caches only regions on device index 0
             # (each rank sees its GPU as cuda:0). See docs/keys.md.
-            stats.bump(bypassed=1)
+            counters.bump(bypassed=1)
             log.warning("kcache: region on %s not cached: ranks must see their GPU as "
                         "cuda:0 (CUDA_VISIBLE_DEVICES or torchrun --virtual-local-rank)", index)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
@@ -115,7 +115,7 @@ class RegionBackend:
         self.last_key = key
         outcomes.keys_seen.append(key)
         if key in _ready_in_process:
-            stats.bump(reuses=1)
+            counters.bump(reuses=1)
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
         produced: dict[str, Any] = {}
 
@@ -127,9 +127,9 @@ class RegionBackend:
             with adaptor.capture_region() as cap:
                 produced["compiled"] = adaptor.compile_with_inductor(gm, example_inputs, patches)
             seconds = time.perf_counter() - start
-            stats.bump(compiles=1, compile_seconds=seconds)
+            counters.bump(compiles=1, compile_seconds=seconds)
             blob = bundle_io.pack(key, explanation, cap, seconds)
-            stats.bump(bytes_stored=len(blob))
+            counters.bump(bytes_stored=len(blob))
             return blob
 
         try:
@@ -139,12 +139,12 @@ class RegionBackend:
             data, source = None, "error"
         except bundle_io.EmptyCapture as e:  # compiled here, nothing worth storing
             log.warning("kcache: region %s not stored: %s", key[:12], e)
-            stats.bump(bypassed=1)
+            counters.bump(bypassed=1)
             data, source = None, "error"
         outcomes.record(key, {"label": json.loads(explanation).get("label", ""),
                                    "status": source, "path": "traced"})
         if "compiled" in produced or data is None:
-            stats.bump(misses=1)
+            counters.bump(misses=1)
             _ready_in_process.add(key)
             return produced.get("compiled") or adaptor.compile_with_inductor(gm, example_inputs, patches)
         try:
@@ -153,12 +153,12 @@ class RegionBackend:
             return compiled
         except bundle_io.WrongArch as e:
             # Cubins for another GPU arch (docs/artifact.md): refused, never run.
-            stats.bump(arch_refusals=1)
+            counters.bump(arch_refusals=1)
             log.warning("kcache: bundle %s refused: %s; compiling here", key[:12], e)
             self.store.drop_node_copy(key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
         except (_core.KcacheError, ValueError, OSError) as e:
-            stats.bump(restore_failures=1)
+            counters.bump(restore_failures=1)
             log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
             self.store.drop_node_copy(key)
             return adaptor.compile_uncached(gm, example_inputs, patches)
@@ -167,7 +167,7 @@ class RegionBackend:
         bundle = bundle_io.unpack(data, key, target=short_target(_device_type(example_inputs)))
         adaptor.restore_region(bundle.mega_cache, bundle.binaries)
         tier = "hits_server" if source == "server" else "hits_node"
-        stats.bump(**{tier: 1}, bytes_fetched=len(data),
+        counters.bump(**{tier: 1}, bytes_fetched=len(data),
                    compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
         log.info("kcache: %s hit %s %s", source, key[:12], bundle.manifest.get("label"))
         with adaptor.record_loaded_libraries() as loaded, adaptor.without_header_precompiling():
