@@ -1,0 +1,2 @@
+import torch
+def call(block, x): return block(x)

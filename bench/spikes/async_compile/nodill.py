@@ -1,0 +1,2 @@
+import sys; sys.modules['dill']=None
+exec(open('t_async.py').read())
