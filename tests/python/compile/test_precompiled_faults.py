@@ -66,7 +66,7 @@ def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
     write_sources(tmp_path)
     run(tmp_path, "cold")
     files = [p for p in (tmp_path / "node" / "objects").rglob("*") if p.is_file()]
-    assert len(files) == 3  # ISA probes, index, variant
+    assert len(files) == 4  # ISA probes, machine facts, index, variant
     for p in files:
         b = bytearray(p.read_bytes())
         b[len(b) // 2] ^= 0xFF
@@ -78,11 +78,13 @@ def test_corrupt_variant_and_index_are_refused_and_compiled_again(tmp_path):
     # ISA checks (node/host/) answers Inductor without them.
     assert again["kcache"]["client"]["refused"] == 2
     assert again["kcache"]["precompiled_traces"] == 1 and again["diff"] < 1e-5
-    # Without that record the corrupt probes are fetched, refused and rebuilt.
+    # Without that record the corrupt machine-facts record and the corrupt
+    # probes are fetched, refused and made again (the probes run for real).
     for record in (tmp_path / "node" / "host").glob("isa-checks-*.json"):
         record.unlink()
     third, _ = run(tmp_path, "third")
-    assert third["kcache"]["client"]["refused"] == 1 and third["kcache"]["precompiled_traces"] == 0
+    assert third["kcache"]["client"]["refused"] == 2 and third["kcache"]["precompiled_traces"] == 0
+    assert third["kcache"]["isa_probes_run"] > 0
     assert third["kcache"]["hits_node"] == 1 and third["diff"] < 1e-5
     fourth, _ = run(tmp_path, "fourth")  # everything stored is whole now
     assert fourth["kcache"]["client"]["refused"] == 0 and fourth["kcache"]["hits_node"] == 1

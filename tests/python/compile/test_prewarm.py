@@ -76,7 +76,8 @@ def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
         assert {r.get("path") for r in report["regions"]} == {"precompiled"}
         variants = report["kcache"]["precompiled_traces"]
         assert variants == len(report["regions"])  # no KV cache: one variant per region
-        assert report["kcache"]["client"]["uploads"] == len(report["regions"]) + variants + 1
+        # + the ISA probes entry and the machine-facts record
+        assert report["kcache"]["client"]["uploads"] == len(report["regions"]) + variants + 2
         for line in out.stdout.splitlines()[:-1]:  # one line per region: key, target, status
             assert report["target"] in line and "compiled" in line
 

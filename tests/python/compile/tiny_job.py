@@ -49,13 +49,14 @@ def cold_copy(tiny_cold, tmp_path) -> dict:
 
 
 def stored_bundles(tmp_path):
-    """The region bundles on the node (not kcache's shared ISA-probe entry)."""
+    """The region bundles on the node (not kcache's shared ISA-probe entry
+    nor its machine-facts record)."""
     from kcache import _core
 
     out = []
     for p in (tmp_path / "node" / "objects").rglob("*"):
         if p.is_file():
             manifest = json.loads(_core.inspect_bundle(p.read_bytes())[0])
-            if not manifest["label"].startswith("inductor-isa-probes/"):
+            if not manifest["label"].startswith(("inductor-isa-probes/", "machine-facts/")):
                 out.append(p)
     return out
