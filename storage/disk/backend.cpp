@@ -1,7 +1,5 @@
 #include "storage/disk/backend.hpp"
 
-#include <sys/file.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +13,7 @@
 #include "common/sha256.hpp"
 #include "storage/disk/files.hpp"
 #include "storage/disk/rebuild.hpp"
+#include "storage/disk/root_lock.hpp"
 #include "storage/entry_query.hpp"
 #include "storage/index_page.hpp"
 #include "storage/tally_book.hpp"
@@ -496,21 +495,9 @@ Result<std::unique_ptr<Backend>> open_disk_backend(const DiskOptions& options) {
         options.high_watermark <= 1.0)) {
     return make_error(Errc::invalid_argument, "disk watermarks must satisfy 0 < low <= high <= 1");
   }
-  Layout layout{options.root};
-  if (auto s = disk::make_dir(layout.root); !s) return s.error();
-  int fd = ::open(layout.lock_file().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return disk::errno_error("open " + layout.lock_file(), errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return make_error(Errc::unavailable, options.root + " is in use by another kcache process");
-  }
-  auto rebuilt = disk::rebuild(layout);
-  if (!rebuilt) {
-    ::close(fd);
-    return rebuilt.error();
-  }
-  return std::unique_ptr<Backend>(
-      std::make_unique<DiskBackend>(options, fd, std::move(rebuilt->entries)));
+  auto root = disk::lock_root(Layout{options.root});
+  if (!root) return root.error();
+  return std::unique_ptr<Backend>(std::make_unique<DiskBackend>(options, root->lock_fd, std::move(root->entries)));
 }
 
 }  // namespace kcache::storage

@@ -79,6 +79,24 @@ TEST(DiskBackend, ReopenKeepsEntriesAndAccessStats) {
   EXPECT_EQ(s->get(b).value(), db);
 }
 
+TEST(DiskBackend, ASecondOpenOfTheDirectoryIsRefusedUntilTheFirstCloses) {
+  testing::TempDir dir;
+  std::string a = make_key("a");
+  auto first = open_at(dir.path());
+  ASSERT_TRUE(first->put(a, make_bytes(100, 1), k_meta).ok());
+  DiskOptions o;
+  o.root = dir.path();
+  auto second = open_disk_backend(o);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, Errc::unavailable);
+  EXPECT_NE(second.error().message.find("in use by another kcache process"), std::string::npos);
+  EXPECT_TRUE(first->get(a).ok());  // the refused open changed nothing
+  first.reset();                     // closing releases the lock
+  auto third = open_at(dir.path());
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(third->usage()->entries, 1u);
+}
+
 TEST(DiskBackend, StartupRemovesTempFilesAndIncompleteEntries) {
   testing::TempDir dir;
   std::string good = make_key("good"), half = make_key("half"), lonely = make_key("lonely");
