@@ -26,11 +26,16 @@ log = logging.getLogger("kcache")
 _SETTINGS_ARGS = ("backend", "mode", "options", "fullgraph", "dynamic")
 
 
+def _support_path() -> str:
+    """What kcache does on this torch (adaptor.support, decided once)."""
+    return adaptor.support(settings.enabled("KCACHE_ALLOW_UNTESTED_TORCH")).path
+
+
 def compile_settings(kwargs: dict[str, Any]) -> CompileSettings | None:
     """What torch.compile was asked for, or None when kcache stays out."""
     if kwargs.get("backend", "inductor") != "inductor" or settings.enabled("KCACHE_DISABLE"):
         return None
-    if adaptor.support(settings.enabled("KCACHE_ALLOW_UNTESTED_TORCH")).path == "stock":
+    if _support_path() == "stock":
         return None  # a torch kcache cannot work with: torch.compile unchanged
     return CompileSettings(backend="inductor", mode=kwargs.get("mode"),
                            fullgraph=bool(kwargs.get("fullgraph", False)),
@@ -87,8 +92,7 @@ class Compiler:
         """The region `name` on the precompiled path, or None when it is off
         (KCACHE_PRECOMPILED=0, another backend, kcache disabled, a torch
         whose precompiled facts do not hold)."""
-        if not settings.enabled("KCACHE_PRECOMPILED") or \
-                adaptor.support(settings.enabled("KCACHE_ALLOW_UNTESTED_TORCH")).path != "precompiled" or \
+        if not settings.enabled("KCACHE_PRECOMPILED") or _support_path() != "precompiled" or \
                 self.backend(name) is None:
             return None
         region = self.regions.get(name)

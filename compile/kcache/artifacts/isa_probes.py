@@ -30,6 +30,7 @@ import threading
 import torch
 
 from kcache import _core
+from kcache.artifacts import bundle_io
 from kcache.keys import host_facts
 from kcache.keys import fields as keyfields
 from kcache import _torch_adaptor as adaptor
@@ -63,8 +64,6 @@ def _build(key: str, explanation: str) -> bytes:
     adaptor.cpu_vec_isa()  # compiles (and checks) the probes
     cap = adaptor.Capture()
     cap.binaries = adaptor.isa_probe_binaries()
-    from kcache.artifacts import bundle_io  # noqa: PLC0415 - bundle_io is needed only here
-
     return bundle_io.pack(key, explanation, cap, 0.0, allow_empty_cache=True)  # binaries only
 
 
@@ -137,8 +136,6 @@ def _share(store) -> None:
         key, explanation = probe_key()
         data, source = store.get_or_compile(key, lambda: _build(key, explanation), explanation)
         if source in ("node", "server"):
-            from kcache.artifacts import bundle_io  # noqa: PLC0415 - bundle_io is needed only here
-
             bundle = bundle_io.unpack(data, key)
             adaptor.restore_region(b"", bundle.binaries)
     except (_core.KcacheError, OSError, ValueError) as e:
