@@ -208,6 +208,24 @@ Result<Fetched> Client::get_or_compile(std::string_view key, const CompileFn& co
   }
 }
 
+Result<std::optional<Fetched>> Client::try_get_or_compile(std::string_view key,
+                                                          const CompileFn& compile,
+                                                          std::string_view explanation) {
+  try {
+    return impl_->fetch_or_compile(key, compile, explanation, /*wait=*/false);
+  } catch (const std::exception& e) {
+    return make_error(Errc::internal, e.what());
+  }
+}
+
+Result<std::optional<Fetched>> Client::lookup(std::string_view key) {
+  try {
+    return impl_->lookup(key);
+  } catch (const std::exception& e) {
+    return make_error(Errc::internal, e.what());
+  }
+}
+
 ClientStats Client::stats() const {
   return impl_->snapshot();
 }

@@ -53,6 +53,7 @@ struct ClientStats {
   std::uint64_t server_hits = 0;
   std::uint64_t misses = 0;          // lookups that found nothing usable
   std::uint64_t lease_waits = 0;     // waits on another process's compile
+  std::uint64_t lease_busy = 0;      // try_get_or_compile calls that found a lease held elsewhere
   std::uint64_t compiles = 0;        // callbacks run (successful or not)
   std::uint64_t local_compiles = 0;  // of which because the server failed
   std::uint64_t compile_failures = 0;
@@ -98,6 +99,17 @@ class KCACHE_CLIENT_API Client {
   // (the key's explanation JSON, optional) is written to the miss log.
   Result<Fetched> get_or_compile(std::string_view key, const CompileFn& compile,
                                  std::string_view explanation = {});
+
+  // get_or_compile without waiting (docs/client.md, "try_get_or_compile"):
+  // nullopt when another process holds the key's lease (on the server, or
+  // the node lock on a node without one). Nothing is compiled or waited for
+  // then; a compile worker takes another region and asks again later. A
+  // key tried again and again counts one miss.
+  Result<std::optional<Fetched>> try_get_or_compile(std::string_view key, const CompileFn& compile,
+                                                    std::string_view explanation = {});
+
+  // get(), saying which tier answered (node or server).
+  Result<std::optional<Fetched>> lookup(std::string_view key);
 
   // Writes a miss-log record (kind "check_failure") for a stored entry the
   // caller found but refused because its own checks failed; `failures` says

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,8 @@ struct Client::Impl {
   std::optional<artifact::SigningKey> signer;
   client::StatsCounters stats;
   std::string miss_log;
+  std::mutex tried_mu;
+  std::unordered_set<std::string> tried;  // keys asked for without waiting (first_try)
 
   // ---- verification ----
   artifact::ReadOptions read_options(std::string_view key, bool with_trust) const {
@@ -276,39 +279,57 @@ struct Client::Impl {
     return Fetched{std::move(bytes).value(), source};
   }
 
+  static Result<std::optional<Fetched>> some(Result<Fetched> r) {
+    if (!r.ok()) return r.error();
+    return std::optional<Fetched>(std::move(r).value());
+  }
+
+  // True the first time `key` is asked for without waiting: a caller that
+  // tries a busy region again and again counts one miss, not one per try.
+  bool first_try(std::string_view key) {
+    std::lock_guard<std::mutex> g(tried_mu);
+    return tried.emplace(key).second;
+  }
+
   // The server half of get_or_compile. REQUIRES: server, the key missed in
-  // the node tier.
-  Result<Fetched> single_flight(std::string_view key, const CompileFn& compile,
-                                SteadyClock::time_point deadline, std::string_view explanation) {
+  // the node tier. With `wait` false, a lease held by another process ends the call:
+  // nullopt (try_get_or_compile), nothing compiled and nothing waited for.
+  Result<std::optional<Fetched>> single_flight(std::string_view key, const CompileFn& compile,
+                                               SteadyClock::time_point deadline,
+                                               std::string_view explanation, bool wait = true) {
     int exists_bounces = 0;
     bool counted_wait = false;
     bool counted_miss = false;
     for (;;) {
       Bytes bytes;
       auto fetched = server_fetch(key, 0, bytes);
-      if (fetched == Fetch::hit) return Fetched{std::move(bytes), Source::server};
+      if (fetched == Fetch::hit) return some(Fetched{std::move(bytes), Source::server});
       if (!counted_miss) {
-        note_miss(key, explanation);
+        if (wait || first_try(key)) note_miss(key, explanation);
         counted_miss = true;
       }
       // refused: a bad artifact is stored under the key and cannot be replaced.
-      if (fetched != Fetch::absent) return compile_locally(key, compile, Source::local);
-      if (cfg.read_only) return compile_locally(key, compile, Source::local);
+      if (fetched != Fetch::absent) return some(compile_locally(key, compile, Source::local));
+      if (cfg.read_only) return some(compile_locally(key, compile, Source::local));
       auto lease = server->acquire(key);
       if (!lease.ok()) {
         server_failed("POST lease", lease.error());
-        return compile_locally(key, compile, Source::local);
+        return some(compile_locally(key, compile, Source::local));
       }
       if (lease->kind == client::LeaseAnswer::Kind::granted)
-        return compile_with_lease(key, compile, *lease);
+        return some(compile_with_lease(key, compile, *lease));
       if (lease->kind == client::LeaseAnswer::Kind::exists) {
         // Stored between our GET and POST; more than a few bounces means the
         // server contradicts itself.
-        if (++exists_bounces > 3) return compile_locally(key, compile, Source::local);
+        if (++exists_bounces > 3) return some(compile_locally(key, compile, Source::local));
         continue;
       }
       // Held by another process: long-poll until it lands, the lease ends,
-      // or our wait budget runs out.
+      // or our wait budget runs out (or, not waiting, say so at once).
+      if (!wait) {
+        stats.lease_busy.fetch_add(1);
+        return std::optional<Fetched>();
+      }
       if (!counted_wait) {
         stats.lease_waits.fetch_add(1);
         counted_wait = true;
@@ -319,13 +340,13 @@ struct Client::Impl {
       if (left <= 0) {
         log(LogLevel::warn, "waited the whole budget for another compile of " + short_key(key) +
                                 "; compiling here");
-        return compile_locally(key, compile, Source::local);
+        return some(compile_locally(key, compile, Source::local));
       }
-      int wait = static_cast<int>(std::min<long long>(left, cfg.long_poll_ms));
-      switch (server_fetch(key, std::max(wait, 1), bytes)) {
-        case Fetch::hit: return Fetched{std::move(bytes), Source::server};
+      int wait_ms = static_cast<int>(std::min<long long>(left, cfg.long_poll_ms));
+      switch (server_fetch(key, std::max(wait_ms, 1), bytes)) {
+        case Fetch::hit: return some(Fetched{std::move(bytes), Source::server});
         case Fetch::refused:
-        case Fetch::failed: return compile_locally(key, compile, Source::local);
+        case Fetch::failed: return some(compile_locally(key, compile, Source::local));
         case Fetch::absent: break;  // released, expired, or poll ended: ask again
       }
     }
@@ -376,47 +397,75 @@ struct Client::Impl {
 
   Result<Fetched> get_or_compile(std::string_view key, const CompileFn& compile,
                                  std::string_view explanation) {
+    auto r = fetch_or_compile(key, compile, explanation, /*wait=*/true);
+    if (!r.ok()) return r.error();
+    if (!*r) return make_error(Errc::internal, "single flight ended without a bundle");
+    return std::move(**r);
+  }
+
+  // get_or_compile, and with `wait` false its non-waiting form: nullopt when
+  // another process holds the region's lease (the server's, or on a server-
+  // less node the node lock), so that the caller can take other work.
+  Result<std::optional<Fetched>> fetch_or_compile(std::string_view key, const CompileFn& compile,
+                                                  std::string_view explanation, bool wait) {
     if (!artifact::is_cache_key_hex(key)) {
       return make_error(Errc::invalid_argument, "not a cache key (64 lowercase hex characters)");
     }
     if (cfg.disabled) {
       auto bytes = run_compile(key, compile);
       if (!bytes.ok()) return bytes.error();
-      return Fetched{std::move(bytes).value(), Source::local};
+      return std::optional<Fetched>(Fetched{std::move(bytes).value(), Source::local});
     }
     auto deadline = SteadyClock::now() + std::chrono::milliseconds(cfg.wait_budget_ms);
-    if (auto hit = node_lookup(key)) return Fetched{std::move(*hit), Source::node};
+    if (auto hit = node_lookup(key)) return std::optional<Fetched>(Fetched{std::move(*hit), Source::node});
     // One process per node goes further; its siblings wait here and then find
     // the bundle in the node tier. Without the lock (unwritable directory,
-    // budget spent) we simply go on: at worst a duplicate compile.
+    // budget spent) we simply go on: at worst a duplicate compile. Not
+    // waiting, a sibling holding the lock means the region is in hand.
     std::optional<client::NodeLock> lock;
     if (node) {
       auto t0 = SteadyClock::now();
-      lock = node->lock(key, deadline);
+      lock = node->lock(key, wait ? deadline : t0);
+      if (!lock && !wait) {
+        if (auto hit = node_lookup(key)) return std::optional<Fetched>(Fetched{std::move(*hit), Source::node});
+        stats.lease_busy.fetch_add(1);
+        return std::optional<Fetched>();
+      }
       if (SteadyClock::now() - t0 > std::chrono::milliseconds(5)) {
         stats.lease_waits.fetch_add(1);
-        if (auto hit = node_lookup(key)) return Fetched{std::move(*hit), Source::node};
+        if (auto hit = node_lookup(key)) return std::optional<Fetched>(Fetched{std::move(*hit), Source::node});
       }
     }
     if (!server) {
       note_miss(key, explanation);
-      return compile_locally(key, compile, Source::compiled);
+      auto local = compile_locally(key, compile, Source::compiled);
+      if (!local.ok()) return local.error();
+      return std::optional<Fetched>(std::move(local).value());
     }
-    return single_flight(key, compile, deadline, explanation);
+    return single_flight(key, compile, deadline, explanation, wait);
   }
 
-  Result<std::optional<Bytes>> get(std::string_view key) {
+  // get(), saying which tier answered.
+  Result<std::optional<Fetched>> lookup(std::string_view key) {
     if (!artifact::is_cache_key_hex(key)) {
       return make_error(Errc::invalid_argument, "not a cache key (64 lowercase hex characters)");
     }
-    if (cfg.disabled) return std::optional<Bytes>();
-    if (auto hit = node_lookup(key)) return std::optional<Bytes>(std::move(*hit));
+    if (cfg.disabled) return std::optional<Fetched>();
+    if (auto hit = node_lookup(key)) return std::optional<Fetched>(Fetched{std::move(*hit), Source::node});
     if (server) {
       Bytes bytes;
-      if (server_fetch(key, 0, bytes) == Fetch::hit) return std::optional<Bytes>(std::move(bytes));
+      if (server_fetch(key, 0, bytes) == Fetch::hit)
+        return std::optional<Fetched>(Fetched{std::move(bytes), Source::server});
     }
     stats.misses.fetch_add(1);
-    return std::optional<Bytes>();
+    return std::optional<Fetched>();
+  }
+
+  Result<std::optional<Bytes>> get(std::string_view key) {
+    auto r = lookup(key);
+    if (!r.ok()) return r.error();
+    if (!*r) return std::optional<Bytes>();
+    return std::optional<Bytes>(std::move((*r)->bundle));
   }
 
   Result<bool> put(std::string_view key, std::span<const std::uint8_t> data) {

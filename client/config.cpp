@@ -88,6 +88,7 @@ Result<ClientConfig> ClientConfig::from_env(const std::function<const char*(cons
     c.ns = trim(*v);
     if (auto st = check_namespace(c.ns); !st) return st.error();
   }
+  if (auto v = get("KCACHE_CLIENT_NAME")) c.client_name = trim(*v);
   if (auto v = get("KCACHE_CA_FILE")) c.ca_file = trim(*v);
   if (auto v = get("KCACHE_CLIENT_CERT")) c.client_cert = trim(*v);
   if (auto v = get("KCACHE_CLIENT_KEY")) c.client_key = trim(*v);

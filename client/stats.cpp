@@ -12,6 +12,7 @@ ClientStats StatsCounters::snapshot(std::string breaker) const {
   s.server_hits = server_hits.load();
   s.misses = misses.load();
   s.lease_waits = lease_waits.load();
+  s.lease_busy = lease_busy.load();
   s.compiles = compiles.load();
   s.local_compiles = local_compiles.load();
   s.compile_failures = compile_failures.load();
@@ -34,6 +35,7 @@ std::string stats_json(const ClientStats& s) {
       {"server_hits", s.server_hits},
       {"misses", s.misses},
       {"lease_waits", s.lease_waits},
+      {"lease_busy", s.lease_busy},
       {"compiles", s.compiles},
       {"local_compiles", s.local_compiles},
       {"compile_failures", s.compile_failures},

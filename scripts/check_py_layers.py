@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"settings", "state"},                 # KCACHE_* settings; counters, outcomes, the client
     {"keys"},                              # key fields and the one key function
     {"guards", "artifacts", "compat"},     # checks on live objects; bundles; state-dict keys
+    {"background"},                        # cold start without waiting (the rank's side)
     {"traced", "precompiled", "aoti"},     # the paths a region takes
     {"api"},                               # compile_regions and friends
     {"accelerate", "tools"},               # Accelerate's shim; the prewarm commands

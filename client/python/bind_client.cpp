@@ -25,6 +25,7 @@ py::dict stats_dict(const ClientStats& s) {
   d["server_hits"] = s.server_hits;
   d["misses"] = s.misses;
   d["lease_waits"] = s.lease_waits;
+  d["lease_busy"] = s.lease_busy;
   d["compiles"] = s.compiles;
   d["local_compiles"] = s.local_compiles;
   d["compile_failures"] = s.compile_failures;
@@ -38,6 +39,40 @@ py::dict stats_dict(const ClientStats& s) {
   d["refused"] = s.refused;
   d["breaker"] = s.breaker;
   return d;
+}
+
+// (bundle bytes, source name), as get_or_compile returns them.
+py::tuple fetched_tuple(const Fetched& f) {
+  return py::make_tuple(to_bytes(f.bundle), source_name(f.source));
+}
+
+// Runs one of the single-flight calls with a Python compile callback, the
+// GIL released while it waits; the callback's own exception is re-raised
+// after the lease is released.
+template <typename Call>
+std::optional<Fetched> run_single_flight(py::object compile_fn, Call call) {
+  std::exception_ptr raised;
+  CompileFn fn = [&]() -> Result<std::vector<std::uint8_t>> {
+    py::gil_scoped_acquire acquire;
+    try {
+      py::object out = compile_fn();
+      if (!py::isinstance<py::bytes>(out)) {
+        throw py::type_error("compile_fn must return bytes (a kcache bundle)");
+      }
+      auto s = bytes_span(py::reinterpret_borrow<py::bytes>(out));
+      return std::vector<std::uint8_t>(s.begin(), s.end());
+    } catch (...) {
+      raised = std::current_exception();
+      return make_error(Errc::internal, "compile_fn raised");
+    }
+  };
+  Result<std::optional<Fetched>> r = make_error(Errc::internal, "unset");
+  {
+    py::gil_scoped_release release;
+    r = call(fn);
+  }
+  if (raised) std::rethrow_exception(raised);
+  return unwrap(std::move(r));
 }
 
 py::dict config_dict(const ClientConfig& c) {
@@ -176,38 +211,44 @@ void bind_client(py::module_& m) {
           "get_or_compile",
           [](Client& self, const std::string& key, py::object compile_fn,
              std::optional<std::string> explanation) {
-            // The callback's own exception, re-raised after the lease is released.
-            std::exception_ptr raised;
-            CompileFn fn = [&]() -> Result<std::vector<std::uint8_t>> {
-              py::gil_scoped_acquire acquire;
-              try {
-                py::object out = compile_fn();
-                if (!py::isinstance<py::bytes>(out)) {
-                  throw py::type_error("compile_fn must return bytes (a kcache bundle)");
-                }
-                auto s = bytes_span(py::reinterpret_borrow<py::bytes>(out));
-                return std::vector<std::uint8_t>(s.begin(), s.end());
-              } catch (...) {
-                raised = std::current_exception();
-                return make_error(Errc::internal, "compile_fn raised");
-              }
-            };
-            Result<Fetched> r = make_error(Errc::internal, "unset");
-            {
-              py::gil_scoped_release release;
-              r = self.get_or_compile(
-                  key, fn, explanation ? std::string_view(*explanation) : std::string_view());
-            }
-            if (raised) std::rethrow_exception(raised);
-            auto f = unwrap(std::move(r));
-            return py::make_tuple(to_bytes(f.bundle), source_name(f.source));
+            auto f = run_single_flight(
+                compile_fn, [&](const CompileFn& fn) -> Result<std::optional<Fetched>> {
+                  auto r = self.get_or_compile(key, fn, explanation.value_or(std::string()));
+                  if (!r.ok()) return r.error();
+                  return std::optional<Fetched>(std::move(r).value());
+                });
+            return fetched_tuple(*f);
           },
           py::arg("key"), py::arg("compile_fn"), py::arg("explanation") = std::nullopt,
           "(bundle bytes, source): source is 'node', 'server', 'compiled' or 'local'. compile_fn() "
-          "-> bytes"
-          " runs only on a miss this process must compile; its exception propagates after the "
-          "lease is"
-          " released. The GIL is released while waiting.")
+          "-> bytes runs only on a miss this process must compile; its exception propagates after "
+          "the lease is released. The GIL is released while waiting.")
+      .def(
+          "try_get_or_compile",
+          [](Client& self, const std::string& key, py::object compile_fn,
+             std::optional<std::string> explanation) -> py::object {
+            auto f = run_single_flight(compile_fn, [&](const CompileFn& fn) {
+              return self.try_get_or_compile(key, fn, explanation.value_or(std::string()));
+            });
+            if (!f) return py::none();
+            return fetched_tuple(*f);
+          },
+          py::arg("key"), py::arg("compile_fn"), py::arg("explanation") = std::nullopt,
+          "get_or_compile without waiting: None when another process holds the key's lease "
+          "(nothing compiled, nothing waited for; a key tried again counts one miss).")
+      .def(
+          "lookup",
+          [](Client& self, const std::string& key) -> py::object {
+            Result<std::optional<Fetched>> r = make_error(Errc::internal, "unset");
+            {
+              py::gil_scoped_release release;
+              r = self.lookup(key);
+            }
+            auto f = unwrap(std::move(r));
+            if (!f) return py::none();
+            return fetched_tuple(*f);
+          },
+          py::arg("key"), "get(), saying which tier answered: (bundle bytes, 'node' or 'server'), or None.")
       .def("note_check_failure", &Client::note_check_failure, py::arg("key"),
            py::arg("explanation"), py::arg("failures"),
            "Writes a miss-log record (kind 'check_failure') for a stored entry found but not "

@@ -28,8 +28,8 @@ class SettingError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: str  # "bool" or "text"
-    default: bool | str
+    kind: str  # "bool", "int" or "text"
+    default: bool | int | str
     doc: str
     shared: bool = False  # the C++ client reads it too (the agreement test covers it)
 
@@ -52,6 +52,17 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("KCACHE_VERIFY_FIRST_USE", "bool", False,
             "compare each restored region's first call with eager, forward and backward; "
             "a mismatch refuses it (docs/precompiled.md)"),
+    Setting("KCACHE_COLD_START", "text", "",
+            "`background`: a block whose region is not stored yet runs eagerly while a compile worker "
+            "process builds it, and switches when it lands; `wait`: the block compiles (or waits on "
+            "the rank compiling it) in its first call; unset: `background` when a server URL is "
+            "set, else `wait` (docs/cold-start.md)"),
+    Setting("KCACHE_WORKER_MAX_RSS_MB", "int", 16384,
+            "the compile worker's memory bound: a worker above it is stopped and its regions "
+            "compile on the training thread (docs/cold-start.md)"),
+    Setting("KCACHE_WORKER_DEADLINE_S", "int", 1800,
+            "the longest one region's compile may take in the worker before it is stopped and the "
+            "region compiles on the training thread"),
     Setting("KCACHE_ALLOW_UNTESTED_TORCH", "bool", False,
             "use every path on a torch outside the supported releases (docs/torch-support.md)"),
 )}
@@ -79,6 +90,14 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> bool | str:
         return setting.default
     if setting.kind == "bool":
         return parse_bool(name, raw)
+    if setting.kind == "int":
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = -1
+        if value <= 0:
+            raise SettingError(f"{name} must be a positive whole number, not '{raw}'")
+        return value
     return raw.strip()
 
 
@@ -97,6 +116,7 @@ def markdown() -> str:
     rows = ["| Variable | Type | Default | Meaning |", "|---|---|---|---|"]
     for s in SETTINGS.values():
         default = ("1" if s.default else "0") if s.kind == "bool" else (s.default or "unset")
+        default = str(default)
         shared = " Read by the C++ client too." if s.shared else ""
         rows.append(f"| `{s.name}` | {s.kind} | `{default}` | {s.doc}.{shared} |")
     return "\n".join(rows) + "\n"

@@ -169,3 +169,48 @@ KINDS = {
     "config_flag": (lambda: Stack([ConfigFlag(Config(), layer_idx=i) for i in range(3)]), _tokens),
     "buffer": (lambda: Stack([WithBuffer() for _ in range(3)]), _tokens),
 }
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, dim=DIM):
+        super().__init__()
+        self.up = torch.nn.Linear(dim, 4 * dim)
+        self.down = torch.nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(x)))
+
+
+class CausalAttention(torch.nn.Module):
+    def __init__(self, dim=DIM, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           is_causal=True)
+        return x + self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+class TwoKinds(torch.nn.Module):
+    """A language model whose layers alternate two kinds of block, so that
+    compile_regions finds two distinct regions of similar size (issue 51:
+    regions spread across the ranks of a cold cluster)."""
+
+    def __init__(self, layers=2, dim=DIM):
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, dim)
+        self.attn = torch.nn.ModuleList(CausalAttention(dim) for _ in range(layers))
+        self.mlp = torch.nn.ModuleList(Mlp(dim) for _ in range(layers))
+        self.head = torch.nn.Linear(dim, 256)
+
+    def forward(self, ids, labels):
+        x = self.emb(ids)
+        for attn, mlp in zip(self.attn, self.mlp):
+            x = mlp(attn(x))
+        loss = F.cross_entropy(self.head(x).flatten(0, 1), labels.flatten())
+        return type("Output", (), {"loss": loss})()

@@ -4,7 +4,14 @@ compile/conftest.py), server/, cli/, client/ (the real kcache-server), and
 harness/ (what they share). This directory is on sys.path for all of them,
 so `import harness` works everywhere."""
 
+import os
 import pathlib
+
+# The suite's jobs take the cold start's wait path (docs/cold-start.md):
+# their proofs count compiles and Dynamo traces in the job's own process,
+# and with a server the default would hand those to a compile worker.
+# tests/python/compile/test_cold_background.py runs the default on purpose.
+os.environ.setdefault("KCACHE_COLD_START", "wait")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -48,9 +48,9 @@ from .aoti import aoti_compile_package, aoti_load_package
 from .compiled_module import OptimizedModule, init_optimized_module
 from .versions import dict_version
 from .capture import Capture, record_loaded_libraries, capture_region, restore_region
-from .config_key import config_fingerprint, ensure_recompile_limit
+from .config_key import config_fingerprint, ensure_recompile_limit, config_snapshot, config_restore
 from .gpu_kernels import triton_cubins
-from .graph_ops import is_aten_op, reset_dynamo
+from .graph_ops import is_aten_op, reset_dynamo, in_backward
 from .inductor import (
     inductor_cache_dir, counters, inductor_config_patches, compile_with_inductor, input_sources,
     call_free_graphs_cached, custom_autograd_cacheable, compile_uncached, rewrite_fx_entries,

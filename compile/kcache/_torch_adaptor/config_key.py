@@ -67,3 +67,49 @@ def _stable_repr(v: Any) -> str:
     if isinstance(v, list | tuple):
         return "[" + ",".join(_stable_repr(x) for x in v) + "]"
     return repr(v)
+
+
+def _configs() -> dict[str, Any]:
+    return {"inductor": torch._inductor.config, "functorch": torch._functorch.config,
+            "dynamo": torch._dynamo.config}
+
+
+def config_snapshot() -> dict[str, dict[str, Any]]:
+    """The code-shaping configs (what config_fingerprint hashes) as plain
+    values another process can apply (config_restore): a compile worker
+    builds under the job's settings. Entries that do not pickle are left
+    out; the worker's key, compared with the job's, catches any that
+    mattered."""
+    import pickle
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, cfg in _configs().items():
+        kept = {}
+        for k, v in releases.portable_config(cfg).items():
+            if k in _NEUTRAL_CONFIG:
+                continue
+            try:
+                pickle.dumps(v)
+            except Exception:  # noqa: BLE001 - callables, modules: left out
+                continue
+            kept[k] = v
+        out[name] = kept
+    return out
+
+
+def config_restore(snapshot: dict[str, dict[str, Any]]) -> list[str]:
+    """Applies config_snapshot()'s values here; the names that could not be
+    set (a config another torch does not have)."""
+    import warnings
+
+    failed = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated entries, read and set back
+        for name, cfg in _configs().items():
+            for k, v in snapshot.get(name, {}).items():
+                try:
+                    if getattr(cfg, k) != v:
+                        setattr(cfg, k, v)
+                except Exception:  # noqa: BLE001 - reported to the caller
+                    failed.append(f"{name}.{k}")
+    return failed

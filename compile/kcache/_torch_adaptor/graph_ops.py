@@ -25,4 +25,11 @@ def required() -> dict[str, bool]:
         "torch._ops.OpOverload / OpOverloadPacket": hasattr(torch._ops, "OpOverload")
         and hasattr(torch._ops, "OpOverloadPacket"),
         "torch._dynamo.reset": callable(getattr(torch._dynamo, "reset", None)),
+        "torch._C._current_graph_task_id": callable(getattr(torch._C, "_current_graph_task_id", None)),
     }
+
+
+def in_backward() -> bool:
+    """Whether this thread is running autograd's backward (a checkpointed
+    block's forward is called again there)."""
+    return torch._C._current_graph_task_id() != -1

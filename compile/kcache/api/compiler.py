@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kcache import _core, settings
+from kcache import _core, background, settings
 from kcache import _torch_adaptor as adaptor
 from kcache.compat import state_dict_keys
 from kcache.keys.fields import CompileSettings
@@ -97,6 +97,7 @@ class Compiler:
             return None
         region = self.regions.get(name)
         if region is None:
-            region = self.regions[name] = PrecompiledRegion(name, self.settings, store.get_store(),
-                                                            traced=traced, entry=entry)
+            client = store.get_store()
+            region = self.regions[name] = PrecompiledRegion(name, self.settings, client, traced=traced,
+                                                            entry=entry, background=background.for_store(client))
         return region

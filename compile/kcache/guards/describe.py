@@ -203,6 +203,19 @@ def describe_class(cls: type, depth: int = 0, memo: dict | None = None) -> list:
     return out
 
 
+def member_digests(cls: type) -> dict[str, str]:
+    """A digest per member of one class (not its bases), as describe_class
+    sees them: kcache.background.class_state compares a compile worker's
+    classes with the rank's by these."""
+    return {name: digest(describe(value, 1, {})) for name, value in sorted(vars(cls).items())
+            if name not in _SKIP_MEMBERS}
+
+
+def mro_of(cls: type) -> list[type]:
+    """The classes of cls's MRO whose members describe_class reads."""
+    return [c for c in cls.__mro__ if c is not object and not c.__flags__ & _IMMUTABLE_TYPE]
+
+
 def digest(desc: Any) -> str:
     """sha256 of a description's canonical JSON."""
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from kcache import _torch_adaptor as adaptor
+from kcache.background import NotReady
 from kcache.guards import call_watch
 from kcache.keys.fields import CompileSettings
 from kcache.state import counters
@@ -35,17 +36,24 @@ from .spec import fast_spec
 log = logging.getLogger("kcache")
 
 _MISSING = object()
+_EAGER = object()  # the block's region is in a compile worker's hands: run it eagerly
 
 
 class PrecompiledRegion:
     """One region (distinct block structure) under one set of compile settings."""
 
     def __init__(self, name: str, settings: CompileSettings, store,
-                 traced: Callable[[torch.nn.Module], torch.nn.Module], entry: str = "call") -> None:
+                 traced: Callable[[torch.nn.Module], torch.nn.Module], entry: str = "call",
+                 background=None) -> None:
         self.name = name
         self.entry = entry  # the function compiled for every block: entries.ENTRIES
         self.settings = settings
         self.store = store
+        # Cold start without waiting (kcache.background): the index and
+        # variants are fetched through a store that raises NotReady for a
+        # missing one, and a compile worker builds it; else the client.
+        self.background = background
+        self.builds = store if background is None else background.store
         self.traced = traced  # the traced path for one block: a callable (RegionBackend under torch.compile)
         self.specs: dict[tuple, variants.SpecState] = {}
         self._said: set[str] = set()
@@ -65,12 +73,18 @@ class PrecompiledRegion:
         spec = (block.training, fast_spec(args, kwargs))
         ready = slots["ready"]
         fn = ready.get(spec, _MISSING)
+        if fn is _EAGER:
+            if not self.background.ready(slots["pending"][spec], adaptor.in_backward()):
+                return block(*args, **kwargs)
+            fn = _MISSING
         if fn is not None and fn is not _MISSING:
             watch = slots.get("watch", {}).get(spec)
             if watch is not None and not watch.unchanged(block, args, kwargs) and self._changed(watch):
                 fn = _MISSING
         if fn is _MISSING:
             fn = self._first_call(block, slots, spec, args, kwargs)
+            if fn is _EAGER:
+                return block(*args, **kwargs)
         if fn is not None:
             if adaptor.aot_guard_check(fn, block, *args, **kwargs):
                 return adaptor.aot_run(fn, block, *args, **kwargs)
@@ -85,7 +99,16 @@ class PrecompiledRegion:
         """The function for a block's first call under `spec` (or None: the
         traced path), and what its checks read, to watch on later calls."""
         try:
-            fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
+            try:
+                fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
+            except NotReady as e:
+                if self.background.submit(self, e, block, args, kwargs):
+                    slots["ready"][spec] = _EAGER
+                    slots.setdefault("pending", {})[spec] = e.key
+                    self.background.ready(e.key, True)  # counts this eager call
+                    return _EAGER
+                # the block cannot go to the worker: compile it here, as before
+                fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
         except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
             counters.bump(precompiled_fallbacks=1)
             self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "

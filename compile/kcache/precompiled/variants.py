@@ -120,7 +120,7 @@ def index_for(region: "PrecompiledRegion", block, desc: dict, args: tuple, kwarg
         return bundle_io.pack_precompiled(key, explanation, index={"constants": state.constants})
 
     try:
-        data, source = region.store.get_or_compile(key, produce_index, explanation)
+        data, source = region.builds.get_or_compile(key, produce_index, explanation)
         index = bundle_io.unpack(data, key).index
         if index is None:
             raise ValueError("bundle has no precompiled index")
@@ -151,7 +151,7 @@ def variant_for(region: "PrecompiledRegion", state: SpecState, vkey: str, vexpl:
         return build.pack_variant(vkey, vexpl, compiled, binaries, seconds)
 
     try:
-        data, source = region.store.get_or_compile(vkey, compile_variant, vexpl)
+        data, source = region.builds.get_or_compile(vkey, compile_variant, vexpl)
     except adaptor.PrecompileUnsupported as e:
         return _fallback(region, f"variant not precompilable: {e}")
     except _core.KcacheError as e:

@@ -51,6 +51,18 @@ class Stats:
     precompiled_watch_refreshes: int = 0
     precompiled_rechecks: int = 0
     precompiled_load_seconds: float = 0.0
+    # Cold start without waiting (kcache.background, docs/cold-start.md):
+    # block calls that ran eagerly while their region was being compiled,
+    # regions given to this rank's compile worker, those that switched to
+    # compiled, the worker's compile seconds (off the training thread),
+    # regions the worker could not take (compiled on the training thread)
+    # and regions left eager by a worker fault.
+    eager_block_calls: int = 0
+    background_jobs: int = 0
+    regions_switched: int = 0
+    background_compile_seconds: float = 0.0
+    background_refusals: int = 0
+    background_faults: int = 0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     bytes_fetched: int = 0

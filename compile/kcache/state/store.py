@@ -9,6 +9,7 @@ from typing import Any
 from kcache import _core
 
 _store = None
+_environ: dict[str, str] | None = None  # what _store was built from (None: options in code)
 
 
 def configure(url: str | None = None, local_dir: str | None = None, **client_options: Any) -> None:
@@ -24,13 +25,15 @@ def configure(url: str | None = None, local_dir: str | None = None, **client_opt
     cached on this node only. Options are those of kcache._core.Client
     (docs/client.md).
     """
-    global _store
+    global _store, _environ
     if not client_options:
         environ = dict(os.environ)
         environ.update({k: v for k, v in (("KCACHE_URL", url), ("KCACHE_LOCAL_DIR", local_dir))
                         if v is not None})
         _store = _core.Client.from_env(environ)
+        _environ = environ
         return
+    _environ = None
     env = _core.Client.from_env().config
     _store = _core.Client(url=url if url is not None else (env.get("url") or None),
                           local_dir=local_dir or env.get("local_dir"), **client_options)
@@ -41,6 +44,14 @@ def get_store():
     if _store is None:
         configure()
     return _store
+
+
+def environment() -> dict[str, str] | None:
+    """The KCACHE_* environment the client was built from, for a process
+    that must build the same client (a compile worker); None when it was
+    built from options in code, which another process cannot repeat."""
+    get_store()
+    return None if _environ is None else {k: v for k, v in _environ.items() if k.startswith("KCACHE_")}
 
 
 def current():

@@ -1,0 +1,65 @@
+"""The stores a region builds through when compiles run in a worker.
+
+On the rank: NoWaitStore fetches a stored key (node tier, then the server,
+without waiting on anyone's lease) and raises NotReady for a missing one,
+so that the block runs eagerly while the worker builds it. A key the
+coordinator has settled (the worker reported it, failed on it, or could not
+take the block) goes through the client's get_or_compile as before.
+
+In the worker: TryStore is get_or_compile without waiting: a key whose
+lease another process holds raises Busy, and the worker takes another
+region first.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class NotReady(Exception):
+    """The region's key is not stored yet: run the block eagerly."""
+
+    def __init__(self, key: str, explanation: str | None) -> None:
+        super().__init__(f"{key[:12]} not stored yet")
+        self.key, self.explanation = key, explanation
+
+
+class Busy(Exception):
+    """Another process holds the key's lease (it is compiling it)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key[:12]} is being compiled elsewhere")
+        self.key = key
+
+
+class NoWaitStore:
+    def __init__(self, client, settled: Callable[[str], bool]) -> None:
+        self.client = client
+        self.settled = settled
+
+    def get_or_compile(self, key: str, compile_fn, explanation: str | None = None):
+        if self.settled(key):
+            return self.client.get_or_compile(key, compile_fn, explanation)
+        hit = self.client.lookup(key)
+        if hit is None:
+            raise NotReady(key, explanation)
+        return hit
+
+
+class TryStore:
+    def __init__(self, client, on_compile: Callable[[str], None] = lambda key: None) -> None:
+        self.client = client
+        self.on_compile = on_compile  # told when this process starts compiling a key
+        self.asked: list[str] = []
+
+    def get_or_compile(self, key: str, compile_fn, explanation: str | None = None):
+        self.asked.append(key)
+
+        def compile_here() -> bytes:
+            self.on_compile(key)
+            return compile_fn()
+
+        got = self.client.try_get_or_compile(key, compile_here, explanation)
+        if got is None:
+            raise Busy(key)
+        return got

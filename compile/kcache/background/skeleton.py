@@ -1,0 +1,184 @@
+"""What a compile worker is sent to build a block's region, and how it
+rebuilds it: the block without its weights, the call's tensors as specs.
+
+- The block: a deep copy whose parameters are on the meta device (no
+  bytes; the worker gives them fresh memory and small random values, as
+  weights' values do not shape the compiled code), buffers sent by value
+  (they are small and some shape code: masks, frequencies).
+- The call: every tensor argument of at most SMALL_TENSOR bytes by value,
+  larger ones as (shape, stride, dtype, device, requires_grad) filled with
+  random values in the worker; everything else as it is.
+- The settings the compiled code depends on: training mode (kept by the
+  copy), grad mode, autocast, the default dtype and the compile configs
+  (adaptor.config_snapshot).
+- The block's classes as the rank has them (class_state: members added or
+  replaced at run time, such as transformers' nn.Module.smart_apply).
+
+A block the worker cannot rebuild raises NotReproducible with the reason:
+a class defined in `__main__` or inside a function (the worker cannot
+import it), tensor subclasses as parameters (DTensor under FSDP2), or
+anything in the call or the block that does not pickle. The worker's key
+is compared with the rank's (kcache/tools/compile_worker.py): whatever
+this copy misses that changes the code changes the key, and the region is
+then compiled on the rank as before.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from kcache import _torch_adaptor as adaptor
+
+from . import class_state
+
+SMALL_TENSOR = 1 << 20
+_DEVICE_TYPES = ("cpu", "cuda")
+
+
+class NotReproducible(Exception):
+    """The worker could not rebuild this block or call (the reason)."""
+
+
+@dataclass
+class TensorSpec:
+    shape: tuple
+    stride: tuple
+    dtype: torch.dtype
+    device: str
+    requires_grad: bool
+
+    def make(self) -> torch.Tensor:
+        out = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+        with torch.no_grad():
+            if self.dtype.is_floating_point or self.dtype.is_complex:
+                out.copy_(torch.randn(self.shape, dtype=self.dtype))
+            else:
+                out.zero_()
+        return out.requires_grad_(self.requires_grad)
+
+
+@dataclass
+class TensorValue:
+    value: torch.Tensor
+    device: str
+    requires_grad: bool
+
+    def make(self) -> torch.Tensor:
+        return self.value.to(self.device).requires_grad_(self.requires_grad)
+
+
+def _unimportable(block: torch.nn.Module) -> str | None:
+    for name, module in block.named_modules():
+        cls = type(module)
+        if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+            where = name or "the block"
+            return (f"{where} is of class {cls.__qualname__}, defined in {cls.__module__} "
+                    "where another process cannot import it")
+    return None
+
+
+def _tensor_arg(t: torch.Tensor):
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        raise NotReproducible(f"an argument is a {type(t).__name__}, not a plain tensor")
+    if t.numel() * t.element_size() <= SMALL_TENSOR:
+        return TensorValue(t.detach().cpu().clone(), str(t.device), t.requires_grad)
+    return TensorSpec(tuple(t.shape), tuple(t.stride()), t.dtype, str(t.device),
+                      t.requires_grad)
+
+
+def _context() -> dict[str, Any]:
+    autocast = {}
+    for dt in _DEVICE_TYPES:
+        try:
+            autocast[dt] = (torch.is_autocast_enabled(dt), torch.get_autocast_dtype(dt))
+        except (RuntimeError, TypeError):
+            continue
+    return {"grad": torch.is_grad_enabled(), "autocast": autocast,
+            "default_dtype": torch.get_default_dtype(), "configs": adaptor.config_snapshot()}
+
+
+def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
+    """The worker's copy of one block call, pickled; NotReproducible when
+    there is none."""
+    why = _unimportable(block)
+    if why:
+        raise NotReproducible(why)
+    memo: dict[int, Any] = {}
+    devices = set()
+    for p in block.parameters():
+        if type(p.data) is not torch.Tensor:
+            raise NotReproducible(f"a parameter is a {type(p.data).__name__} (a sharded or "
+                                  "subclassed tensor), which the worker cannot rebuild")
+        devices.add(str(p.device))
+        memo[id(p)] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+    buffers = {}
+    for name, b in block.named_buffers():
+        devices.add(str(b.device))
+        buffers[name] = b.detach().cpu().clone()
+        memo[id(b)] = torch.empty_like(b, device="meta")
+    if len(devices) > 1:
+        raise NotReproducible(f"the block's tensors are on several devices ({sorted(devices)})")
+    try:
+        skeleton = copy.deepcopy(block, memo)
+        call = pytree.tree_map_only(torch.Tensor, _tensor_arg, (args, kwargs))
+        payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
+                   "buffers": buffers, "call": call, "context": _context(),
+                   "classes": class_state.capture(block)}
+        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    except NotReproducible:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever does not copy or pickle
+        raise NotReproducible(f"the block or its call does not copy to another process "
+                              f"({type(e).__name__}: {e})") from None
+
+
+def rebuild(data: bytes) -> tuple[torch.nn.Module, tuple, dict, dict]:
+    """(block, args, kwargs, context) in the worker."""
+    payload = pickle.loads(data)
+    block = payload["block"].to_empty(device=payload["device"])
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in block.parameters():
+            if p.dtype.is_floating_point:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype).mul_(0.02))
+            else:
+                p.zero_()
+        named = dict(block.named_buffers())
+        for name, value in payload["buffers"].items():
+            named[name].copy_(value)
+    args, kwargs = pytree.tree_map_only((TensorSpec, TensorValue), lambda s: s.make(), payload["call"])
+    context = dict(payload["context"])
+    context["classes_differ"] = class_state.apply(block, payload["classes"])
+    return block, args, kwargs, context
+
+
+class applied:
+    """The rank's grad mode, autocast, default dtype and configs, here."""
+
+    def __init__(self, context: dict) -> None:
+        self.context = context
+        self.stack: list = []
+
+    def __enter__(self) -> list[str]:
+        c = self.context
+        failed = adaptor.config_restore(c["configs"])
+        self.saved_dtype = torch.get_default_dtype()
+        torch.set_default_dtype(c["default_dtype"])
+        self.stack = [torch.set_grad_enabled(c["grad"])]
+        for dt, (on, dtype) in c["autocast"].items():
+            if on:
+                self.stack.append(torch.autocast(dt, dtype=dtype))
+        for cm in self.stack:
+            cm.__enter__()
+        return failed
+
+    def __exit__(self, *exc) -> None:
+        for cm in reversed(self.stack):
+            cm.__exit__(*exc)
+        torch.set_default_dtype(self.saved_dtype)

@@ -1,0 +1,139 @@
+"""A rank's compile worker (docs/cold-start.md): `python -m
+kcache.tools.compile_worker RESULT_FD`, started by kcache.background.
+
+It reads jobs from stdin (kcache.background.wire: a hello with the rank's
+sys.path, then one message per region key), rebuilds each block from its
+skeleton (kcache.background.skeleton) under the rank's grad mode, autocast
+and compile configs, and runs the precompiled path's own fetch-or-compile
+(kcache.precompiled.variants.function_for) through a store that does not
+wait: a region whose lease another process holds is put back and the next
+one taken, so that the ranks of a cold cluster compile different regions
+at once. It reports on RESULT_FD:
+
+- {"kind": "compiling", "key"}: it took the lease and compiles now (the
+  rank's deadline counts from here);
+- {"kind": "done", "key", "compile_seconds", "by"}: stored (compiled here,
+  or by another process), so the rank's next call fetches it;
+- {"kind": "refused", "key", "reason"}: it computed another key for the
+  block than the rank did (something the skeleton does not carry changes
+  the code): the rank compiles that region itself;
+- {"kind": "failed", "key", "reason"}: anything else went wrong.
+
+When its stdin closes (the rank ended or died) it finishes the compile in
+hand, if any, so that what it holds a lease for is stored for the next
+start, and exits without taking another; killed, its lease ends with the
+server's TTL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sys
+import threading
+
+from kcache.background import Busy, wire
+from kcache.background.nowait import TryStore
+from kcache.background.skeleton import applied, rebuild
+from kcache.precompiled import PrecompiledRegion, variants
+from kcache.precompiled.spec import fast_spec
+from kcache.state import store
+
+log = logging.getLogger("kcache")
+RETRY_S = 0.5
+
+
+def _read_jobs(jobs: "queue.Queue[dict | None]", closing: threading.Event) -> None:
+    while True:
+        message = wire.read(0)
+        if message is None:  # the rank is gone
+            closing.set()
+            jobs.put(None)
+            return
+        jobs.put(message)
+
+
+def _no_traced(block):
+    raise RuntimeError("the compile worker has no traced path")
+
+
+class Worker:
+    def __init__(self, out_fd: int) -> None:
+        self.out_fd = out_fd
+        self.client = store.get_store()
+        self.lock = threading.Lock()
+
+    def report(self, message: dict) -> None:
+        with self.lock:
+            wire.write(self.out_fd, message)
+
+    def attempt(self, job: dict) -> bool:
+        """One try at a job; False when its region is busy elsewhere."""
+        key = job["key"]
+        try:
+            if "rebuilt" not in job:
+                job["rebuilt"] = rebuild(job.pop("payload"))
+            block, args, kwargs, context = job["rebuilt"]
+            if context["classes_differ"]:
+                self.report({"kind": "refused", "key": key, "reason": (
+                    "the compile worker's classes differ from the rank's in "
+                    + ", ".join(context["classes_differ"][:5]) + " (members it could not copy)")})
+                return True
+            region = PrecompiledRegion(job["region"], job["settings"], self.client, traced=_no_traced,
+                                       entry=job["entry"])
+            tries = region.builds = TryStore(self.client, lambda k: self.report({"kind": "compiling", "key": k}))
+            spent = self.client.stats()["compile_seconds_spent"]
+            with applied(context) as unset:
+                spec = (block.training, fast_spec(args, kwargs))
+                variants.function_for(region, block, spec, args, kwargs)
+        except Busy:
+            return False
+        except Exception as e:  # noqa: BLE001 - reported; the rank decides
+            self.report({"kind": "failed", "key": key, "reason": f"{type(e).__name__}: {e}"})
+            return True
+        if key not in tries.asked:
+            self.report({"kind": "refused", "key": key, "reason": (
+                f"the compile worker keyed the block {', '.join(k[:12] for k in tries.asked)}, "
+                f"not {key[:12]}" + (f" (configs it could not set: {', '.join(unset)})" if unset else ""))})
+            return True
+        seconds = self.client.stats()["compile_seconds_spent"] - spent
+        self.report({"kind": "done", "key": key, "compile_seconds": seconds,
+                     "by": "this rank's worker" if seconds > 0 else "another process"})
+        return True
+
+    def run(self) -> None:
+        jobs: queue.Queue[dict | None] = queue.Queue()
+        hello = wire.read(0)
+        if hello is None:
+            return
+        for path in reversed(hello.get("sys_path", [])):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        closing = threading.Event()
+        threading.Thread(target=_read_jobs, args=(jobs, closing), daemon=True).start()
+        waiting: list[dict] = []
+        while not closing.is_set():
+            try:
+                waiting.append(jobs.get(timeout=RETRY_S if waiting else None))
+                while True:
+                    waiting.append(jobs.get_nowait())
+            except queue.Empty:
+                pass
+            # A region in another process's hands waits for the next round
+            # (at most RETRY_S, or sooner when a new job comes).
+            still = []
+            for job in waiting:
+                if job is not None and (closing.is_set() or not self.attempt(job)):
+                    still.append(job)
+            waiting = still
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="kcache compile worker %(process)d: %(message)s")
+    Worker(int(argv[1])).run()
+    os._exit(0)  # without waiting for PyTorch's compile threads or atexit work
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

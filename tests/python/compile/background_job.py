@@ -1,0 +1,130 @@
+"""A training job for the cold start without waiting (kcache.background):
+a transformers model from a config, its blocks through
+kcache.compile_regions, and beside it an eager copy with the same weights
+and data, stepped together. Prints one JSON line: both runs' losses per
+step, which steps ran every block compiled, kcache's stats and timeline,
+and PyTorch's own Dynamo traces in this process.
+
+    python background_job.py --model gpt2 --layers 2 --steps 4 [--until-switched]
+    python background_job.py --main-blocks ...   # blocks of a class defined here (__main__)
+
+--until-switched keeps stepping (past --steps, up to --max-steps) until
+every region this process handed to its compile worker has switched, or
+is orphaned / on the wait path: it waits on kcache's own state, not on a
+clock. --pause-file F: before each step after the first, waits while F exists (the test
+holds the job between steps that way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+
+import torch  # noqa: E402
+
+from train_regional import DynamoTraces, build_model  # noqa: E402
+
+
+class MainBlock(torch.nn.Module):
+    """A block whose class lives in __main__: a compile worker cannot import it."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(x)) + x
+
+
+class MainModel(torch.nn.Module):
+    def __init__(self, layers: int, width: int) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(256, width)
+        self.blocks = torch.nn.ModuleList([MainBlock(width) for _ in range(layers)])
+        self.head = torch.nn.Linear(width, 256)
+
+    def forward(self, ids, labels):
+        x = self.emb(ids)
+        for b in self.blocks:
+            x = b(x)
+        loss = torch.nn.functional.cross_entropy(self.head(x).flatten(0, 1), labels.flatten())
+        return type("Out", (), {"loss": loss})()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", choices=["gpt2", "llama", "two-kinds"], default="gpt2")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--max-steps", type=int, default=100000)
+    p.add_argument("--until-switched", action="store_true")
+    p.add_argument("--main-blocks", action="store_true")
+    p.add_argument("--pause-file")
+    args = p.parse_args()
+
+    import kcache
+    from kcache import _torch_adaptor as adaptor
+    from kcache import background
+
+    traces = DynamoTraces()
+    torch.manual_seed(0)
+    if args.main_blocks:
+        model = MainModel(args.layers, args.hidden)
+    elif args.model == "two-kinds":
+        from models.blocks import TwoKinds
+
+        model = TwoKinds(args.layers, args.hidden)
+    else:
+        model = build_model(args.model, args.layers, args.hidden)
+    eager = copy.deepcopy(model)
+    model = kcache.compile_regions(model)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, eager)]
+    ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+
+    def settled() -> bool:
+        bg = background.current()
+        if bg is None:
+            return True
+        return not bg.pending and all(j["state"] != "landed" for j in bg.timeline())
+
+    losses, eager_losses, compiled_steps = [], [], []
+    step = 0
+    t0 = time.perf_counter()
+    while step < args.steps or (args.until_switched and not settled() and step < args.max_steps):
+        while step > 0 and args.pause_file and os.path.exists(args.pause_file):
+            time.sleep(0.05)
+        before = kcache.stats()["eager_block_calls"]
+        for m, opt, out in ((model, opts[0], losses), (eager, opts[1], eager_losses)):
+            loss = m(ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out.append(loss.item())
+        if kcache.stats()["eager_block_calls"] == before:
+            compiled_steps.append(step)
+        step += 1
+    c = adaptor.counters()
+    bg = background.current()
+    print(json.dumps({
+        "losses": losses,
+        "eager_losses": eager_losses,
+        "compiled_steps": compiled_steps,
+        "seconds": time.perf_counter() - t0,
+        "kcache": kcache.stats(),
+        "timeline": bg.timeline() if bg else None,
+        "mode": "background" if bg else "wait",
+        "dynamo_traced": traces.traced,
+        "aot_autograd": c.get("aot_autograd", {}),
+        "pid": os.getpid(),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""Cold start without waiting (kcache.background, docs/cold-start.md),
+against a real kcache-server, with real torch.compile in a real compile
+worker process.
+
+- A cold job's blocks run eagerly while its compile worker builds their
+  region, then switch: PyTorch's own step log shows no Dynamo trace of
+  kcache's entry in the job's process (the compile ran elsewhere), the CXX
+  wrapper logs the worker's kernel builds (positive control), the server
+  counts the worker's lease and upload, and every step's loss agrees with
+  an eager copy's to 1e-4. A restart (fresh container, everything stored)
+  has no eager phase and builds nothing.
+- Two cold ranks, two distinct regions: while rank A's worker is held in
+  its compile (a gate in the CXX wrapper: the test waits on events, never
+  on a clock), rank B's worker finds that region leased and takes the other
+  one; each region is compiled once cluster-wide.
+- Faults: a worker killed in its compile, a worker past its deadline or
+  its memory bound: the region stays eager, the job finishes with eager's
+  losses, the fault is counted. A block whose class lives in __main__ is
+  compiled on the training thread (counted as a refusal).
+- The pieces: the non-waiting single flight of the C++ client, the
+  skeleton's key agreeing with the live block's, the mode's default.
+
+The rest of the suite pins KCACHE_COLD_START=wait (tests/python/conftest.py);
+here the default runs (KCACHE_COLD_START empty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import torch
+
+from kc_testing import PYTHON, ServerProcess, python_env
+
+JOB = str(pathlib.Path(__file__).with_name("background_job.py"))
+
+
+@contextlib.contextmanager
+def served(tmp_path):
+    srv = ServerProcess(tmp_path)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def start(tmp_path, cxx, name, url, *extra, **env):
+    wrapper, _ = cxx
+    tmp = tmp_path / f"tmp-{name}"
+    tmp.mkdir(exist_ok=True)
+    e = python_env(KCACHE_URL=url, KCACHE_COLD_START="", KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
+                   TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
+                   KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"), OMP_NUM_THREADS="1",
+                   TMPDIR=str(tmp), **env)
+    return subprocess.Popen([PYTHON, JOB, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=e)
+
+
+def finish(proc, tmp_path, name) -> dict:
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-4000:]
+    out = json.loads(stdout.strip().splitlines()[-1])
+    log = tmp_path / f"cxx-{name}.log"
+    out["builds"] = [l for l in (log.read_text().splitlines() if log.exists() else []) if "--help" not in l]
+    out["stderr"] = stderr
+    return out
+
+
+def entry_traces(out: dict) -> list[str]:
+    return [t for t in out["dynamo_traced"] if "precompiled/entries.py" in t]
+
+
+def assert_close_to_eager(out: dict) -> None:
+    assert len(out["losses"]) == len(out["eager_losses"])
+    for i, (a, b) in enumerate(zip(out["losses"], out["eager_losses"])):
+        assert abs(a - b) <= 1e-4, f"step {i}: kcache {a!r} vs eager {b!r}"
+
+
+def leases(srv) -> list[dict]:
+    status, _, body = srv.http("GET", "/v1/leases")
+    assert status == 200, body
+    return json.loads(body)["leases"]
+
+
+def wait_for(what, predicate, proc=None, timeout=600):
+    """Waits on an event (a lease held, a file written); the timeout only
+    stops a broken run from hanging the suite."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the job ended before {what}: {proc.stderr.read()[-3000:]}")
+        assert time.monotonic() < end, f"never saw {what}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_path, cxx_wrapper):
+    with served(tmp_path) as srv:
+        cold = finish(start(tmp_path, cxx_wrapper, "cold", srv.url, "--layers", "2", "--steps", "2",
+                            "--until-switched"), tmp_path, "cold")
+        k = cold["kcache"]
+        assert cold["mode"] == "background"  # the default with a server
+        assert 0 not in cold["compiled_steps"] and k["eager_block_calls"] >= 2  # the first step ran eagerly
+        assert cold["compiled_steps"] and cold["compiled_steps"][-1] == len(cold["losses"]) - 1
+        assert k["background_jobs"] >= 1 and k["regions_switched"] == k["background_jobs"]
+        assert k["background_faults"] == 0 and k["background_refusals"] == 0
+        assert k["background_compile_seconds"] > 0  # the worker compiled (positive control)...
+        assert cold["builds"], "the worker's kernel builds"
+        assert entry_traces(cold) == []  # ...and this process traced nothing
+        assert k["precompiled_blocks"] == 2 and k["hits_node"] + k["hits_server"] >= 1
+        assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in cold["timeline"])
+        m = srv.metrics()
+        assert m["kcache_leases_granted_total"] >= 1 and m["kcache_uploads_total"] >= 2
+        assert_close_to_eager(cold)
+
+        warm = finish(start(tmp_path, cxx_wrapper, "warm", srv.url, "--layers", "2", "--steps", "3"),
+                      tmp_path, "warm")
+        w = warm["kcache"]
+        assert w["eager_block_calls"] == 0 and w["background_jobs"] == 0
+        assert warm["compiled_steps"] == [0, 1, 2]
+        assert w["hits_server"] >= 1 and warm["builds"] == [] and entry_traces(warm) == []
+        assert_close_to_eager(warm)
+
+
+@pytest.mark.slow
+def test_two_cold_ranks_compile_different_regions_at_once(tmp_path, cxx_wrapper):
+    gate = tmp_path / "gate"
+    gate.write_text("held")
+    with served(tmp_path) as srv:
+        a = start(tmp_path, cxx_wrapper, "a", srv.url, "--model", "two-kinds", "--layers", "2",
+                  "--steps", "1", "--until-switched", KCACHE_TEST_CXX_GATE=str(gate))
+        wait_for("rank A's worker holding a lease", lambda: len(leases(srv)) == 1, a)
+        held_by_a = leases(srv)[0]
+        assert "compile worker" in held_by_a["holder"]  # the web page's "who compiles what"
+        b = start(tmp_path, cxx_wrapper, "b", srv.url, "--model", "two-kinds", "--layers", "2",
+                  "--steps", "1", "--until-switched")
+        # B's worker found A's region leased and took the other one: it
+        # compiles and stores it while A's compile is still held.
+        wait_for("rank B's region stored", lambda: srv.metrics().get("kcache_uploads_total", 0) >= 2, b)
+        assert any(l["key"] == held_by_a["key"] for l in leases(srv)), "A's compile is still held"
+        gate.unlink()
+        ra, rb = finish(a, tmp_path, "a"), finish(b, tmp_path, "b")
+    for r in (ra, rb):
+        k = r["kcache"]
+        assert k["regions_switched"] == k["background_jobs"] >= 2 and k["background_faults"] == 0
+        assert_close_to_eager(r)
+    by_a = {j["key"] for j in ra["timeline"] if j["by"] == "this rank's worker"}
+    by_b = {j["key"] for j in rb["timeline"] if j["by"] == "this rank's worker"}
+    assert by_a and by_b and not by_a & by_b  # each compiled its own region, once cluster-wide
+    assert held_by_a["key"] in {j["key"] for j in ra["timeline"]}
+    assert rb["kcache"]["client"]["lease_busy"] == 0  # B's rank itself never asked for a lease
+
+
+def worker_pids(job_pid: int) -> list[int]:
+    out = []
+    for d in pathlib.Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if f"PPid:\t{job_pid}\n" in (d / "status").read_text() and \
+                        b"compile_worker" in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, cxx_wrapper):
+    gate, pause = tmp_path / "gate", tmp_path / "pause"
+    gate.write_text("held")
+    pause.write_text("held")
+    with served(tmp_path) as srv:
+        job = start(tmp_path, cxx_wrapper, "k", srv.url, "--layers", "2", "--steps", "3",
+                    "--pause-file", str(pause), KCACHE_TEST_CXX_GATE=str(gate))
+        wait_for("the worker compiling", lambda: len(leases(srv)) == 1, job)
+        (pid,) = worker_pids(job.pid)
+        os.kill(pid, signal.SIGKILL)
+        gate.unlink()
+        pause.unlink()
+        out = finish(job, tmp_path, "k")
+    k = out["kcache"]
+    assert k["background_faults"] == 1 and k["regions_switched"] == 0
+    assert out["compiled_steps"] == [] and k["eager_block_calls"] >= 6
+    assert [j["state"] for j in out["timeline"]] == ["orphaned"]
+    assert "compile worker exited" in out["stderr"]
+    assert_close_to_eager(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bound", ["deadline", "memory"])
+def test_a_worker_past_its_bound_is_stopped(tmp_path, cxx_wrapper, bound):
+    gate = tmp_path / "gate"
+    gate.write_text("held")
+    env = {"KCACHE_WORKER_DEADLINE_S": "1"} if bound == "deadline" else {"KCACHE_WORKER_MAX_RSS_MB": "50"}
+    with served(tmp_path) as srv:
+        out = finish(start(tmp_path, cxx_wrapper, bound, srv.url, "--layers", "2", "--steps", "2",
+                           "--until-switched", KCACHE_TEST_CXX_GATE=str(gate), **env), tmp_path, bound)
+    k = out["kcache"]
+    assert k["background_faults"] >= 1 and k["regions_switched"] == 0
+    assert {j["state"] for j in out["timeline"]} == {"orphaned"}
+    word = "KCACHE_WORKER_DEADLINE_S" if bound == "deadline" else "KCACHE_WORKER_MAX_RSS_MB"
+    assert word in out["stderr"]
+    assert_close_to_eager(out)
+
+
+@pytest.mark.slow
+def test_a_block_of_a_main_class_compiles_on_the_training_thread(tmp_path, cxx_wrapper):
+    with served(tmp_path) as srv:
+        out = finish(start(tmp_path, cxx_wrapper, "main", srv.url, "--main-blocks", "--layers", "2",
+                           "--steps", "2"), tmp_path, "main")
+    k = out["kcache"]
+    assert k["background_refusals"] == 1 and k["background_jobs"] == 0 and k["eager_block_calls"] == 0
+    assert out["compiled_steps"] == [0, 1] and len(entry_traces(out)) == 1  # traced here, as before
+    assert "defined in __main__" in out["stderr"]
+    assert_close_to_eager(out)
+
+
+# ---- the pieces ----
+
+def test_try_get_or_compile_never_waits_and_counts_one_miss(tmp_path):
+    from kcache import _core
+    from kcache.artifacts import bundle_io
+
+    with served(tmp_path) as srv:
+        a = _core.Client(url=srv.url, local_dir="none")
+        b = _core.Client(url=srv.url, local_dir="none")
+        k1, k2 = "1" * 64, "2" * 64
+        EXPL = json.dumps({"label": "a test region"})
+        entered, release = threading.Event(), threading.Event()
+
+        def slow_compile():
+            entered.set()
+            release.wait(60)
+            return bundle_io.pack_precompiled(k1, EXPL, index={"constants": []})
+
+        t = threading.Thread(target=lambda: a.get_or_compile(k1, slow_compile))
+        t.start()
+        assert entered.wait(60)
+        assert b.try_get_or_compile(k1, lambda: pytest.fail("compiled a leased key")) is None
+        assert b.try_get_or_compile(k1, lambda: pytest.fail("compiled a leased key")) is None
+        data, source = b.try_get_or_compile(k2, lambda: bundle_io.pack_precompiled(k2, EXPL, index={}))
+        assert source == "compiled"
+        release.set()
+        t.join(60)
+        data, source = b.try_get_or_compile(k1, lambda: pytest.fail("compiled a stored key"))
+        assert source == "server" and b.lookup(k1)[1] == "server"
+        s = b.stats()
+        assert s["lease_busy"] == 2 and s["misses"] == 2 and s["lease_waits"] == 0  # k1 once, k2 once
+
+
+def test_the_workers_skeleton_keys_like_the_live_block():
+    import copy
+
+    from background_job import build_model
+    from kcache.background import skeleton
+    from kcache.keys import block_key
+    from kcache.keys.fields import CompileSettings
+
+    torch.manual_seed(0)
+    for family in ("gpt2", "llama"):
+        model = build_model(family, 2, 64)
+        block = (model.transformer.h if family == "gpt2" else model.model.layers)[0]
+        captured = {}
+
+        def grab(mod, args, kwargs):
+            captured["call"] = (args, kwargs)
+
+        h = block.register_forward_pre_hook(grab, with_kwargs=True)
+        model(torch.randint(0, 256, (2, 16)))
+        h.remove()
+        args, kwargs = captured["call"]
+        settings = CompileSettings(backend="inductor", mode=None, fullgraph=False, dynamic=None, options={})
+        live = block_key.region_fields(block, args, kwargs, settings, entry="call", entry_source="x")
+        rebuilt, rargs, rkwargs, context = skeleton.rebuild(skeleton.describe(block, args, kwargs))
+        with skeleton.applied(context):
+            copy_fields = block_key.region_fields(rebuilt, rargs, rkwargs, settings, entry="call",
+                                                  entry_source="x")
+        assert copy_fields == live, family
+        assert all(p.device.type == "cpu" for p in rebuilt.parameters())
+        assert copy.deepcopy(block) is not None  # the live block is untouched
+
+
+def test_a_block_the_worker_cannot_rebuild_is_refused_with_the_reason():
+    from kcache.background import skeleton
+
+    Local = type("Local", (torch.nn.Linear,), {"__module__": "__main__"})
+    with pytest.raises(skeleton.NotReproducible, match="defined in __main__"):
+        skeleton.describe(Local(4, 4), (torch.randn(2, 4),), {})
+    with pytest.raises(skeleton.NotReproducible, match="does not copy"):
+        skeleton.describe(torch.nn.Linear(4, 4), (torch.randn(2, 4),), {"hook": lambda x: x})
+
+
+def test_the_default_mode_is_background_only_with_a_server(monkeypatch, tmp_path):
+    from kcache import _core, background
+    from kcache.state import store
+
+    monkeypatch.setattr(store, "_store", store._store)  # restored after the test
+    monkeypatch.setattr(store, "_environ", store._environ)
+    cases = [({"KCACHE_URL": "http://127.0.0.1:1"}, "background"),
+             ({}, "wait"),
+             ({"KCACHE_URL": "http://127.0.0.1:1", "KCACHE_COLD_START": "wait"}, "wait"),
+             ({"KCACHE_COLD_START": "background"}, "background"),  # the node tier carries it
+             ({"KCACHE_COLD_START": "background", "KCACHE_LOCAL_DIR": "none"}, "wait"),
+             ({"KCACHE_URL": "http://127.0.0.1:1", "KCACHE_COLD_START": "sometimes"}, "wait")]
+    for env, expected in cases:
+        for name in ("KCACHE_URL", "KCACHE_COLD_START", "KCACHE_LOCAL_DIR"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("KCACHE_LOCAL_DIR", str(tmp_path / "node"))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        store.configure()
+        assert background.mode(store.get_store()) == expected, env
+    store.configure(url="http://127.0.0.1:1", local_dir=str(tmp_path / "node"), retries=0)
+    assert background.mode(store.get_store()) == "wait"  # options in code: a worker cannot repeat them
+    assert isinstance(store.get_store(), _core.Client)
