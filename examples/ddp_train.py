@@ -39,7 +39,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--compiler", choices=["kcache", "accelerate"], default="kcache")
+    p.add_argument("--compiler", choices=["kcache", "accelerate", "eager"], default="kcache")
+    p.add_argument("--until-compiled", action="store_true",
+                   help="after --steps, keep stepping until every rank runs every block compiled "
+                        "(kcache's cold start without waiting; the ranks agree each step)")
+    p.add_argument("--max-steps", type=int, default=100000)
     p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
     p.add_argument("--node-dir", help="KCACHE_LOCAL_DIR; {rank} is replaced")
     p.add_argument("--out", required=True, help="folder for rank-R.json")
@@ -66,6 +70,7 @@ def main() -> None:
 
     import kcache
     from kcache import _torch_adaptor as adaptor
+    from kcache import background
 
     dist.init_process_group("gloo")
     world = dist.get_world_size()
@@ -73,6 +78,8 @@ def main() -> None:
     model = build_model(args.model, args.layers, args.hidden, args.kv_cache)
     if args.compiler == "kcache":
         model = kcache.compile_regions(model)
+    elif args.compiler == "eager":
+        pass
     else:
         from accelerate.utils import compile_regions
 
@@ -81,8 +88,20 @@ def main() -> None:
     data = torch.Generator().manual_seed(1000 + rank)  # this rank's shard
     params = [p for p in model.parameters() if p.requires_grad]
 
-    losses, marks = [], {}
-    for step in range(args.steps):
+    def compiling() -> bool:
+        """Some block of this rank still runs eagerly, waiting for its region."""
+        bg = background.current()
+        return bg is not None and (bool(bg.pending) or any(j["state"] == "landed" for j in bg.timeline()))
+
+    def any_rank_compiling() -> bool:
+        flag = torch.tensor([1.0 if compiling() else 0.0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return flag.item() > 0
+
+    losses, marks, step_end_s, eager_steps = [], {}, [], []
+    step = 0
+    while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()):
+        eager_before = kcache.stats()["eager_block_calls"] if args.compiler == "kcache" else 0
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=data)
         loss = model(ids, labels=ids).loss
         loss.backward()
@@ -101,13 +120,25 @@ def main() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        step_end_s.append(round(time.time() - t0, 3))
+        if args.compiler == "kcache" and kcache.stats()["eager_block_calls"] > eager_before:
+            eager_steps.append(step)
+        step += 1
     marks["done_s"] = time.time() - t0
+    # When this rank's blocks all ran compiled: the end of its last step
+    # with an eager block call (its first step's end when it had none).
+    last_eager = eager_steps[-1] if eager_steps else 0
+    marks["all_compiled_s"] = step_end_s[last_eager] if step_end_s else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "rank": rank, "world": world, "compiler": args.compiler, **marks,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mb": usage.ru_maxrss // 1024,
         "losses": losses,
+        "step_end_s": step_end_s,
+        "eager_steps": eager_steps,
+        "timeline": background.current().timeline() if background.current() else [],
+        "timeline_t0_s": background.current().t0_wall - t0 if background.current() else None,
         "counters": adaptor.counters(),
         "kcache": kcache.stats() if args.compiler == "kcache" else {},
     }

@@ -60,7 +60,8 @@ from pathlib import Path
 import services
 
 HERE = Path(__file__).resolve().parent
-SETUPS = ("none", "pytorch-remote", "node", "server-disk", "server-redis", "precompiled")
+SETUPS = ("none", "pytorch-remote", "node", "server-disk", "server-redis", "precompiled", "background",
+          "eager")
 JOBS = ("ddp", "fsdp2")
 
 
@@ -88,21 +89,29 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     """One wave: N ranks under torchrun. Returns per-rank results and totals."""
     out_dir = work / f"out-{wave}"
     cxx_log = work / f"cxx-{wave}.log"
-    compiler = "accelerate" if setup in ("none", "pytorch-remote") else "kcache"
+    compiler = ("accelerate" if setup in ("none", "pytorch-remote") else
+                "eager" if setup == "eager" else "kcache")
+    steps = args.steps
+    if setup == "eager" and args.eager_steps.get(n):
+        steps = args.eager_steps[n]  # as many steps as the background setup's cold wave ran
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
            "--max-restarts=0"]
     common = ["--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
-              "--steps", str(args.steps), "--out", str(out_dir),
+              "--steps", str(steps), "--out", str(out_dir),
               "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
     if args.job == "ddp":
-        cmd += [str(services.REPO / "examples" / "ddp_train.py"), *common, "--compiler", compiler, "--kv-cache"]
+        cmd += [str(services.REPO / "examples" / "ddp_train.py"), *common, "--compiler", compiler]
+        if not args.no_kv_cache:
+            cmd.append("--kv-cache")
+        if setup == "background":
+            cmd.append("--until-compiled")
     else:  # Accelerate's FSDP2 path; kcache through kcache.accelerate.install()
         cmd += [str(services.REPO / "examples" / "accelerate_fsdp2.py"), *common]
         if compiler == "accelerate":
             cmd.append("--no-kcache")
     if setup == "node":
         cmd += ["--node-dir", str(work / "node-shared")]
-    elif setup.startswith("server") or setup == "precompiled":
+    elif setup.startswith("server") or setup in ("precompiled", "background"):
         cmd += ["--node-dir", str(work / f"node-{wave}" / "rank-{rank}")]
     env = dict(env, COLDSTART_CXX_LOG=str(cxx_log), BENCH_T0=repr(time.time()))
     log = open(work / f"torchrun-{wave}.log", "wb")
@@ -132,6 +141,8 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     return {
         "ranks": ranks,
         "all_ready_s": max(r["regions_ready_s"] for r in ranks),
+        # every block of every rank compiled (background: after its eager phase)
+        "all_compiled_s": max(r.get("all_compiled_s") or r["regions_ready_s"] for r in ranks),
         "all_first_allreduce_s": max(r["first_allreduce_s"] for r in ranks),
         "cxx_runs": sum(v["runs"] for v in cxx.values()),
         "cxx_codegen": sum(v["codegen"] for v in cxx.values()),
@@ -145,7 +156,7 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
     env = dict(base_env)
     server = None
     try:
-        if setup in ("server-disk", "precompiled"):
+        if setup in ("server-disk", "precompiled", "background"):
             server, url = services.start_server(work, f"disk:{work / 'server-data'}")
         elif setup == "server-redis":
             _, port = services.start_redis(work)
@@ -154,13 +165,17 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
             _, port = services.start_redis(work)
             env.update(TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
                        TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT=str(port))
-        env["KCACHE_PRECOMPILED"] = "1" if setup == "precompiled" else "0"
+        env["KCACHE_PRECOMPILED"] = "1" if setup in ("precompiled", "background") else "0"
+        # precompiled: the rank that leases a region compiles it in its first
+        # forward and the others wait (as first measured); background: the
+        # default since issue 51, blocks eager until a compile worker's region lands.
+        env["KCACHE_COLD_START"] = "background" if setup == "background" else "wait"
         if server is not None:
             env["KCACHE_URL"] = url
         result = {"job": args.job, "setup": setup, "n": n}
         # Without kcache nothing survives a restart into new containers: the
         # restart wave is the cold wave again (run it with --none-restart).
-        waves = ("cold", "restart") if setup != "none" or args.none_restart else ("cold",)
+        waves = ("cold", "restart") if setup not in ("none", "eager") or args.none_restart else ("cold",)
         # PyTorch's remote caches survive the restart (redis keeps them).
         for wave in waves:
             before = services.server_metrics(url) if server else {}
@@ -172,9 +187,12 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
                     "kcache_uploads_total", "kcache_sent_bytes_total", "kcache_leases_granted_total",
                     "kcache_leases_waited_total")}
             result[wave] = res
+            if setup == "background" and wave == "cold" and "error" not in res:
+                args.eager_steps[n] = max(len(r["losses"]) for r in res["ranks"])
             print(f"  {args.job:5s} {setup:13s} N={n:2d} {wave:8s} "
                   + (res["error"][:200] if "error" in res else
-                     f"all ready {res['all_ready_s']:6.1f} s, g++ runs {res['cxx_runs']:3d} "
+                     f"first all-reduce {res['all_first_allreduce_s']:6.1f} s, all compiled "
+                     f"{res['all_compiled_s']:6.1f} s, g++ runs {res['cxx_runs']:3d} "
                      f"({res['cxx_codegen']:3d} codegen), "
                      f"g++ CPU {res['cxx_cpu_s']:6.1f} s"), flush=True)
         return result
@@ -199,9 +217,12 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the work folders")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of other setups (and ranks) already in --out")
+    p.add_argument("--no-kv-cache", action="store_true",
+                   help="ddp job: the model without transformers' KV cache (as training runs it)")
     p.add_argument("--none-restart", action="store_true",
                    help="also run the no-kcache setup's restart wave (a repeat of its cold wave)")
     args = p.parse_args()
+    args.eager_steps = {}  # N -> steps of the background setup's cold wave (the eager rows run as many)
 
     # SIGTERM cleans up like Ctrl-C.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -231,6 +252,12 @@ def main() -> None:
         services.stop_all()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    if "background" in args.setups:  # issue 51's comparison has its own report
+        import report_background
+
+        report_background.write(args.out, args.out.with_name("REPORT_background.md"),
+                                args.out.with_name("plot_background.png"))
+        return
     import report
 
     report.write(args.out, *report.outputs_for(args.out))

@@ -58,11 +58,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "the rank compiling it) in its first call; unset: `background` when a server URL is "
             "set, else `wait` (docs/cold-start.md)"),
     Setting("KCACHE_WORKER_MAX_RSS_MB", "int", 16384,
-            "the compile worker's memory bound: a worker above it is stopped and its regions "
-            "compile on the training thread (docs/cold-start.md)"),
+            "the compile worker's memory bound: a worker above it is stopped and the region it was "
+            "compiling stays eager until another process stores it (docs/cold-start.md)"),
     Setting("KCACHE_WORKER_DEADLINE_S", "int", 1800,
-            "the longest one region's compile may take in the worker before it is stopped and the "
-            "region compiles on the training thread"),
+            "the longest one region's compile may take in the worker before it is stopped; the "
+            "region stays eager until another process stores it"),
     Setting("KCACHE_ALLOW_UNTESTED_TORCH", "bool", False,
             "use every path on a torch outside the supported releases (docs/torch-support.md)"),
 )}

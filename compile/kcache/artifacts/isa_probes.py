@@ -79,33 +79,44 @@ def ensure(store) -> None:
     server's record for this machine type (kcache.artifacts.machine_facts),
     else by running the probes (their binaries restored or built and shared
     here) and recording the answers for both. Never fails the job; every
-    probe that really runs is counted (isa_probes_run)."""
+    probe that really runs is counted (isa_probes_run).
+
+    `store` may refuse to wait (kcache.background's stores): its exception
+    leaves the checks unanswered, for a later call to answer."""
     global _done
     with _lock:
         if _done:
             return
         _done = True
-        if adaptor.isa_checks_done():
-            return
-        inputs = _record_inputs()
         try:
-            known = json.loads(host_facts.lookup("isa-checks", inputs) or "{}")
-        except ValueError:
-            known = {}
-        known = known if isinstance(known, dict) else {}
-        on_node = dict(known)
-        probed: dict[str, bool] = {}
-        if not known:
-            known = _machine_record(store, probed)
-        with adaptor.isa_checks(known) as answers:
-            if not known and not probed:
-                _share(store)
-            adaptor.cpu_vec_isa()
-        ran = [n for n in answers if not isinstance(known.get(n), bool)]
-        counters.bump(isa_probes_run=len(ran))
-        answers = {**probed, **answers}
-        if answers and answers != on_node:
-            host_facts.remember("isa-checks", inputs, json.dumps(answers, sort_keys=True))
+            _answer(store)
+        except BaseException:
+            _done = False
+            raise
+
+
+def _answer(store) -> None:
+    if adaptor.isa_checks_done():
+        return
+    inputs = _record_inputs()
+    try:
+        known = json.loads(host_facts.lookup("isa-checks", inputs) or "{}")
+    except ValueError:
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    on_node = dict(known)
+    probed: dict[str, bool] = {}
+    if not known:
+        known = _machine_record(store, probed)
+    with adaptor.isa_checks(known) as answers:
+        if not known and not probed:
+            _share(store)
+        adaptor.cpu_vec_isa()
+    ran = [n for n in answers if not isinstance(known.get(n), bool)]
+    counters.bump(isa_probes_run=len(ran))
+    answers = {**probed, **answers}
+    if answers and answers != on_node:
+        host_facts.remember("isa-checks", inputs, json.dumps(answers, sort_keys=True))
 
 
 def _machine_record(store, probed: dict[str, bool]) -> dict[str, bool]:

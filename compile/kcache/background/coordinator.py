@@ -100,6 +100,7 @@ class Background:
         self.respawns = 0
         self.checked = 0.0
         self.t0 = time.monotonic()
+        self.t0_wall = time.time()  # the timeline's zero, on the wall clock (to line up ranks)
         self._said: set[str] = set()
 
     # ---- what the region asks ----

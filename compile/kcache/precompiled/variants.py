@@ -91,7 +91,10 @@ def index_for(region: "PrecompiledRegion", block, desc: dict, args: tuple, kwarg
     """The region's index under this call signature: fetched, or (holding
     the lease) made by compiling this block's variant first."""
     if block_key.device_of(block, args) == "cpu":
-        isa_probes.ensure(region.store)  # before anything asks Inductor for its ISA
+        # Before anything asks Inductor for its ISA. Through region.builds:
+        # in background mode a machine type's first container hands the
+        # probes to its compile worker instead of running them here.
+        isa_probes.ensure(region.builds)
     fields = block_key.region_fields(block, args, kwargs, region.settings, block_desc=desc,
                                      entry=region.entry, entry_source=entries.source_digest(region.entry))
     label = block_key.label_of(region.name, block, args, kwargs, region.settings)

@@ -24,7 +24,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+_REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+sys.path.insert(0, os.path.join(_REPO, "examples"))
+sys.path.insert(0, os.path.join(_REPO, "tests"))  # models.blocks
 
 import torch  # noqa: E402
 

@@ -115,7 +115,7 @@ def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_
         assert k["background_compile_seconds"] > 0  # the worker compiled (positive control)...
         assert cold["builds"], "the worker's kernel builds"
         assert entry_traces(cold) == []  # ...and this process traced nothing
-        assert k["precompiled_blocks"] == 2 and k["hits_node"] + k["hits_server"] >= 1
+        assert k["precompiled_blocks"] >= 2 and k["hits_node"] + k["hits_server"] >= 1
         assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in cold["timeline"])
         m = srv.metrics()
         assert m["kcache_leases_granted_total"] >= 1 and m["kcache_uploads_total"] >= 2
@@ -187,9 +187,11 @@ def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, 
         pause.unlink()
         out = finish(job, tmp_path, "k")
     k = out["kcache"]
-    assert k["background_faults"] == 1 and k["regions_switched"] == 0
+    states = [j["state"] for j in out["timeline"]]
+    # The region in the killed worker's hands stays eager; the model's other
+    # regions went to a new worker.
+    assert k["background_faults"] == 1 and states.count("orphaned") == 1 and len(states) > 1
     assert out["compiled_steps"] == [] and k["eager_block_calls"] >= 6
-    assert [j["state"] for j in out["timeline"]] == ["orphaned"]
     assert "compile worker exited" in out["stderr"]
     assert_close_to_eager(out)
 
@@ -215,11 +217,14 @@ def test_a_worker_past_its_bound_is_stopped(tmp_path, cxx_wrapper, bound):
 def test_a_block_of_a_main_class_compiles_on_the_training_thread(tmp_path, cxx_wrapper):
     with served(tmp_path) as srv:
         out = finish(start(tmp_path, cxx_wrapper, "main", srv.url, "--main-blocks", "--layers", "2",
-                           "--steps", "2"), tmp_path, "main")
+                           "--steps", "2", "--until-switched"), tmp_path, "main")
     k = out["kcache"]
-    assert k["background_refusals"] == 1 and k["background_jobs"] == 0 and k["eager_block_calls"] == 0
-    assert out["compiled_steps"] == [0, 1] and len(entry_traces(out)) == 1  # traced here, as before
-    assert "defined in __main__" in out["stderr"]
+    main = [j for j in out["timeline"] if j["region"] == "MainBlock"]
+    assert k["background_refusals"] == 1 and [j["state"] for j in main] == ["wait path"]
+    assert "defined in __main__" in main[0]["note"] and "defined in __main__" in out["stderr"]
+    assert len(entry_traces(out)) == 1  # MainBlock's region traced here, as before
+    # the model's other regions (Embedding, Linear: torch's classes) went to the worker
+    assert k["background_jobs"] >= 1 and k["regions_switched"] == k["background_jobs"]
     assert_close_to_eager(out)
 
 
