@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -300,6 +301,57 @@ TEST_F(NodeTierTest, ThreadsOfOneProcessCompileOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(compiles.load(), 1);
   EXPECT_EQ(std::count(sources.begin(), sources.end(), Source::node), 7);
+}
+
+// try_get_or_compile (a rank's compile worker, docs/cold-start.md): a key
+// whose node lock a sibling holds comes back empty at once, with nothing
+// compiled; the caller takes another key meanwhile, and finds the first
+// one stored once the sibling is done.
+TEST_F(NodeTierTest, TryGetOrCompileTakesOtherWorkWhileASiblingHoldsTheLock) {
+  auto client = Client::create(node_only(root_));
+  ASSERT_TRUE(client.ok());
+  auto busy_key = random_key(), free_key = random_key();
+  auto busy_bundle = make_bundle(busy_key), free_bundle = make_bundle(free_key);
+  std::promise<void> entered, release;
+  auto released = release.get_future().share();
+  std::thread sibling([&] {
+    auto r = (*client)->get_or_compile(busy_key, [&]() -> Result<std::vector<std::uint8_t>> {
+      entered.set_value();
+      released.wait();
+      return busy_bundle;
+    });
+    EXPECT_TRUE(r.ok());
+  });
+  entered.get_future().wait();
+  int compiled = 0;
+  auto never = [&]() -> Result<std::vector<std::uint8_t>> {
+    ++compiled;
+    return busy_bundle;
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto r = (*client)->try_get_or_compile(busy_key, never);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->has_value());
+  }
+  EXPECT_EQ(compiled, 0);
+  auto other = (*client)->try_get_or_compile(free_key, [&]() -> Result<std::vector<std::uint8_t>> {
+    return free_bundle;
+  });
+  ASSERT_TRUE(other.ok() && other->has_value());
+  EXPECT_EQ((*other)->source, Source::compiled);
+  release.set_value();
+  sibling.join();
+  auto landed = (*client)->try_get_or_compile(busy_key, never);
+  ASSERT_TRUE(landed.ok() && landed->has_value());
+  EXPECT_EQ((*landed)->source, Source::node);
+  EXPECT_EQ((*landed)->bundle, busy_bundle);
+  EXPECT_EQ(compiled, 0);
+  auto found = (*client)->lookup(free_key);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->source, Source::node);
+  auto stats = (*client)->stats();
+  EXPECT_EQ(stats.lease_busy, 3u);
+  EXPECT_EQ(stats.compiles, 2u);  // the sibling's and the free key's
 }
 
 TEST_F(NodeTierTest, SigningAndTrust) {
