@@ -67,6 +67,9 @@ def main() -> None:
     p.add_argument("--mode", default=None)
     p.add_argument("--compiler", choices=["kcache", "kcache-in-place", "accelerate", "eager"], default="kcache")
     p.add_argument("--kv-cache", action="store_true", help="keep the model's KV cache on")
+    p.add_argument("--until-compiled", action="store_true",
+                   help="after --steps, keep stepping until every block runs compiled (kcache's cold "
+                        "start without waiting: blocks run eagerly while a compile worker builds them)")
     p.add_argument("--mega-cache-load", help="torch.compiler.load_cache_artifacts() this file first")
     p.add_argument("--mega-cache-save", help="torch.compiler.save_cache_artifacts() to this file")
     args = p.parse_args()
@@ -97,9 +100,17 @@ def main() -> None:
 
     t_wrapped = time.perf_counter()
 
+    def compiling() -> bool:
+        from kcache import background
+
+        bg = background.current() if args.compiler.startswith("kcache") else None
+        return bg is not None and (bool(bg.pending) or any(j["state"] == "landed" for j in bg.timeline()))
+
     losses, step_times, grad_sha256 = [], [], None
+    eager_steps, step_end_s = [], []
     all_grads = hashlib.sha256()  # every step's gradients, bit for bit
-    for _ in range(args.steps):
+    while len(losses) < args.steps or (args.until_compiled and compiling()):
+        eager_before = kcache.stats()["eager_block_calls"] if args.compiler.startswith("kcache") else 0
         t0 = time.perf_counter()
         loss = model(ids, labels=ids).loss
         loss.backward()
@@ -114,6 +125,9 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
         step_times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+        step_end_s.append(time.perf_counter() - T_START)
+        if args.compiler.startswith("kcache") and kcache.stats()["eager_block_calls"] > eager_before:
+            eager_steps.append(len(losses) - 1)
     if args.mega_cache_save:
         saved = torch.compiler.save_cache_artifacts()
         with open(args.mega_cache_save, "wb") as f:
@@ -124,6 +138,10 @@ def main() -> None:
         "first_step_s": round(step_times[0], 3),
         "later_step_s": round(sum(step_times[1:]) / max(1, len(step_times) - 1), 4),
         "losses": losses,
+        # Steps in which some block ran eagerly (its region still compiling
+        # elsewhere), and when the last of them ended (seconds since start).
+        "eager_steps": eager_steps,
+        "all_compiled_s": round(step_end_s[eager_steps[-1]], 3) if eager_steps else None,
         "grad_sha256": grad_sha256,
         "all_grads_sha256": all_grads.hexdigest(),
         # Where the time to the first step went (seconds since the process

@@ -5,6 +5,7 @@ beside today's wait (setup "precompiled", KCACHE_COLD_START=wait) and an
 eager job (no compile at all), DDP on this machine.
 
     .venv/bin/python bench/coldstart/report_background.py [results_background.json]
+    # results_background_X.json -> REPORT_background_X.md and plot_background_X.png
 
 Every figure and verdict below is computed from the results file.
 """
@@ -176,6 +177,12 @@ def plot(by: dict, ns: list[int], png: Path) -> None:
     fig.savefig(png, dpi=90)
 
 
+def outputs_for(path: Path) -> tuple[Path, Path]:
+    """results_background_X.json -> REPORT_background_X.md, plot_background_X.png."""
+    stem = path.stem.replace("results", "", 1)
+    return path.with_name(f"REPORT{stem}.md"), path.with_name(f"plot{stem}.png")
+
+
 if __name__ == "__main__":
     p = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "results_background.json"
-    write(p, p.with_name("REPORT_background.md"), p.with_name("plot_background.png"))
+    write(p, *outputs_for(p))

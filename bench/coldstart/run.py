@@ -255,8 +255,7 @@ def main() -> None:
     if "background" in args.setups:  # issue 51's comparison has its own report
         import report_background
 
-        report_background.write(args.out, args.out.with_name("REPORT_background.md"),
-                                args.out.with_name("plot_background.png"))
+        report_background.write(args.out, *report_background.outputs_for(args.out))
         return
     import report
 

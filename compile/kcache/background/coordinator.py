@@ -179,8 +179,8 @@ class Background:
             return
         self.checked = now
         code = w.exit_code()
-        deadline = settings.get("KCACHE_WORKER_DEADLINE_S")
-        limit = settings.get("KCACHE_WORKER_MAX_RSS_MB")
+        deadline = self._bound("KCACHE_WORKER_DEADLINE_S")
+        limit = self._bound("KCACHE_WORKER_MAX_RSS_MB")
         if code is not None:
             why = f"the compile worker exited (code {code})"
         elif w.longest_compile() > deadline:
@@ -231,6 +231,15 @@ class Background:
             counters.bump(background_faults=1)
         self._say(why, "kcache: %s; %d region(s) stay eager until another process stores them",
                   why, len(keys))
+
+    def _bound(self, name: str) -> int:
+        """A worker bound; its default when malformed (said once: a setting
+        must never stop the job)."""
+        try:
+            return int(settings.get(name))
+        except settings.SettingError as e:
+            self._say(name, "kcache: %s; using %s", e, settings.SETTINGS[name].default)
+            return int(settings.SETTINGS[name].default)
 
     def _say(self, what: str, msg: str, *args) -> None:
         if what not in self._said:

@@ -126,6 +126,9 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
         raise NotReproducible(f"the block's tensors are on several devices ({sorted(devices)})")
     try:
         skeleton = copy.deepcopy(block, memo)
+        for m in skeleton.modules():  # compiled in place: kcache's own call, not the block's
+            if m.__dict__.get("_compiled_call_impl") is not None:
+                m._compiled_call_impl = None
         call = pytree.tree_map_only(torch.Tensor, _tensor_arg, (args, kwargs))
         payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
                    "buffers": buffers, "call": call, "context": _context(),

@@ -75,7 +75,7 @@ class PrecompiledRegion:
         fn = ready.get(spec, _MISSING)
         if fn is _EAGER:
             if not self.background.ready(slots["pending"][spec], adaptor.in_backward()):
-                return block(*args, **kwargs)
+                return self._eager(block, args, kwargs)
             fn = _MISSING
         if fn is not None and fn is not _MISSING:
             watch = slots.get("watch", {}).get(spec)
@@ -84,7 +84,7 @@ class PrecompiledRegion:
         if fn is _MISSING:
             fn = self._first_call(block, slots, spec, args, kwargs)
             if fn is _EAGER:
-                return block(*args, **kwargs)
+                return self._eager(block, args, kwargs)
         if fn is not None:
             if adaptor.aot_guard_check(fn, block, *args, **kwargs):
                 return adaptor.aot_run(fn, block, *args, **kwargs)
@@ -94,6 +94,14 @@ class PrecompiledRegion:
                           "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None
         return self._traced(block, slots)(*args, **kwargs)
+
+    def _eager(self, block: torch.nn.Module, args: tuple, kwargs: dict):
+        """The block's own forward, while its region is being compiled
+        elsewhere. A block compiled in place (entry "call_impl") runs its
+        `_call_impl`: calling it would come back here."""
+        if self.entry == "call_impl":
+            return block._call_impl(*args, **kwargs)
+        return block(*args, **kwargs)
 
     def _first_call(self, block: torch.nn.Module, slots: dict, spec: tuple, args: tuple, kwargs: dict):
         """The function for a block's first call under `spec` (or None: the

@@ -82,7 +82,12 @@ class Worker:
                 return True
             region = PrecompiledRegion(job["region"], job["settings"], self.client, traced=_no_traced,
                                        entry=job["entry"])
-            tries = region.builds = TryStore(self.client, lambda k: self.report({"kind": "compiling", "key": k}))
+            # One TryStore per job, kept across its attempts: what an earlier
+            # attempt fetched (this machine's facts, the index) is not asked
+            # for again, and still counts as keyed by this job.
+            if "tries" not in job:
+                job["tries"] = TryStore(self.client, lambda k: self.report({"kind": "compiling", "key": k}))
+            tries = region.builds = job["tries"]
             spent = self.client.stats()["compile_seconds_spent"]
             with applied(context) as unset:
                 spec = (block.training, fast_spec(args, kwargs))

@@ -68,6 +68,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=100000)
     p.add_argument("--until-switched", action="store_true")
     p.add_argument("--main-blocks", action="store_true")
+    p.add_argument("--in-place", action="store_true", help="kcache.compile_regions_in_place")
     p.add_argument("--pause-file")
     args = p.parse_args()
 
@@ -86,7 +87,10 @@ def main() -> None:
     else:
         model = build_model(args.model, args.layers, args.hidden)
     eager = copy.deepcopy(model)
-    model = kcache.compile_regions(model)
+    if args.in_place:
+        kcache.compile_regions_in_place(model)
+    else:
+        model = kcache.compile_regions(model)
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, eager)]
     ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
 
