@@ -126,6 +126,7 @@ server_pid=$!
 trap 'kill $server_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do grep -q "^listening on" "$work/server.out" 2>/dev/null && break; sleep 0.1; done
 export KCACHE_URL=http://$(awk '/^listening on/{print $3}' "$work/server.out")
+export KCACHE_COLD_START=wait  # the check's cold runs compile in their own process (docs/cold-start.md)
 stamp "kcache-server at $KCACHE_URL"
 # The precompiled path (the default, docs/precompiled.md); this check
 # exercises it on the GPU, where its bundles carry cubins.

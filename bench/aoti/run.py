@@ -39,7 +39,7 @@ PYTHON = sys.executable
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KCACHE_")}
-    env.update(extra)
+    env.update(KCACHE_COLD_START="wait", **extra)
     return env
 
 

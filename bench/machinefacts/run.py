@@ -68,7 +68,7 @@ print(json.dumps({"seconds": seconds, "import_seconds": imported - start, "targe
 def run(work: Path, url: str, name: str, mode: str) -> dict:
     node = work / f"node-{name}"
     node.mkdir(mode=0o700)
-    env = dict(os.environ, KCACHE_URL=url, KCACHE_LOCAL_DIR=str(node),
+    env = dict(os.environ, KCACHE_URL=url, KCACHE_LOCAL_DIR=str(node), KCACHE_COLD_START="wait",
                TORCHINDUCTOR_CACHE_DIR=str(work / f"inductor-{name}"))
     out = subprocess.run([sys.executable, "-c", JOB, mode], env=env, capture_output=True, text=True,
                          timeout=900)

@@ -16,6 +16,7 @@ of its own, never by writing os.environ.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Mapping
@@ -109,6 +110,27 @@ def enabled(name: str) -> bool:
         return bool(get(name))
     except SettingError:
         return bool(SETTINGS[name].default)
+
+
+def number(name: str) -> int:
+    """A whole-number setting, its default when the value does not parse
+    (said once: a bound of the compile path must never stop a job)."""
+    try:
+        return int(get(name))
+    except SettingError as e:
+        if name not in _said:
+            _said.add(name)
+            logging.getLogger("kcache").warning("kcache: %s; using %s", e, SETTINGS[name].default)
+        return int(SETTINGS[name].default)
+
+
+_said: set[str] = set()
+
+
+def kcache_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """The KCACHE_* entries of an environment (what another process of the
+    job needs to build the same client)."""
+    return {k: v for k, v in environ.items() if k.startswith("KCACHE_")}
 
 
 def markdown() -> str:

@@ -44,8 +44,21 @@ HEALTH_EVERY_S = 0.5
 MAX_RESPAWNS = 2
 
 
+_forced: str | None = None
+
+
+def force(name: str) -> None:
+    """Pins this process's mode whatever KCACHE_COLD_START says: a command
+    whose whole point is to compile and store regions in its own process
+    (kcache.prewarm) must not hand them to a worker and exit."""
+    global _forced
+    _forced = name
+
+
 def mode(client) -> str:
     """"background" or "wait" (KCACHE_COLD_START; docs/cold-start.md)."""
+    if _forced is not None:
+        return _forced
     try:
         asked = str(settings.get("KCACHE_COLD_START")).lower()
     except settings.SettingError:
@@ -151,7 +164,7 @@ class Background:
             if self.respawns > MAX_RESPAWNS:
                 return False
             try:
-                self.worker = CompileWorker(store.environment() or {},
+                self.worker = CompileWorker(settings.kcache_variables(store.environment() or {}),
                                             f"{socket.gethostname()} pid {os.getpid()} compile worker")
             except OSError as e:
                 self._say("spawn", "kcache: the compile worker did not start (%s)", e)
@@ -179,8 +192,8 @@ class Background:
             return
         self.checked = now
         code = w.exit_code()
-        deadline = self._bound("KCACHE_WORKER_DEADLINE_S")
-        limit = self._bound("KCACHE_WORKER_MAX_RSS_MB")
+        deadline = settings.number("KCACHE_WORKER_DEADLINE_S")
+        limit = settings.number("KCACHE_WORKER_MAX_RSS_MB")
         if code is not None:
             why = f"the compile worker exited (code {code})"
         elif w.longest_compile() > deadline:
@@ -231,15 +244,6 @@ class Background:
             counters.bump(background_faults=1)
         self._say(why, "kcache: %s; %d region(s) stay eager until another process stores them",
                   why, len(keys))
-
-    def _bound(self, name: str) -> int:
-        """A worker bound; its default when malformed (said once: a setting
-        must never stop the job)."""
-        try:
-            return int(settings.get(name))
-        except settings.SettingError as e:
-            self._say(name, "kcache: %s; using %s", e, settings.SETTINGS[name].default)
-            return int(settings.SETTINGS[name].default)
 
     def _say(self, what: str, msg: str, *args) -> None:
         if what not in self._said:

@@ -47,11 +47,11 @@ def get_store():
 
 
 def environment() -> dict[str, str] | None:
-    """The KCACHE_* environment the client was built from, for a process
+    """The environment the client was built from, for a process
     that must build the same client (a compile worker); None when it was
     built from options in code, which another process cannot repeat."""
     get_store()
-    return None if _environ is None else {k: v for k, v in _environ.items() if k.startswith("KCACHE_")}
+    return None if _environ is None else dict(_environ)
 
 
 def current():

@@ -110,8 +110,10 @@ def _prewarm_aoti(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from kcache import api
+    from kcache import api, background
     from kcache.keys import fields as keyfields
+
+    background.force("wait")  # prewarm compiles and stores here, then exits (docs/cold-start.md)
 
     device = _check_device(args.device)
     url = args.server or settings.get("KCACHE_URL")

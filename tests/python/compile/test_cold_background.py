@@ -347,14 +347,14 @@ def test_the_default_mode_is_background_only_with_a_server(monkeypatch, tmp_path
 
 
 def test_a_malformed_worker_bound_keeps_its_default(monkeypatch, caplog):
-    from kcache import _core
-    from kcache.background.coordinator import Background
+    from kcache import settings
 
     monkeypatch.setenv("KCACHE_WORKER_DEADLINE_S", "soon")
     monkeypatch.setenv("KCACHE_WORKER_MAX_RSS_MB", "-5")
-    bg = Background(_core.Client(url=None, local_dir="none"))
-    assert bg._bound("KCACHE_WORKER_DEADLINE_S") == 1800
-    assert bg._bound("KCACHE_WORKER_MAX_RSS_MB") == 16384
+    assert settings.number("KCACHE_WORKER_DEADLINE_S") == 1800
+    assert settings.number("KCACHE_WORKER_MAX_RSS_MB") == 16384
+    monkeypatch.setenv("KCACHE_WORKER_DEADLINE_S", " 30 ")
+    assert settings.number("KCACHE_WORKER_DEADLINE_S") == 30
     assert "KCACHE_WORKER_DEADLINE_S must be a positive whole number, not 'soon'" in caplog.text
 
 
