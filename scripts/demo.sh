@@ -54,7 +54,8 @@ print(f"        regions compiled by this job's compile worker {k['background_job
       f"{k['hits_server']}; blocks on the precompiled path {k['precompiled_blocks']}")
 print(f"        PyTorch's counters: Dynamo traces {len(d['dynamo_traced'])}, "
       f"autograd_cache_miss={aot.get('autograd_cache_miss', 0)}, "
-      f"fxgraph_cache_miss={ind.get('fxgraph_cache_miss', 0)}; losses {[round(x, 4) for x in d['losses']]}")
+      f"fxgraph_cache_miss={ind.get('fxgraph_cache_miss', 0)}; {len(d['losses'])} steps, losses "
+      f"{[round(x, 4) for x in d['losses'][:4]]}{' ...' if len(d['losses']) > 4 else ''}")
 PY
 }
 
