@@ -45,6 +45,13 @@ MAX_RESPAWNS = 2
 
 
 _forced: str | None = None
+_said_mode: set[str] = set()
+
+
+def _warn_once(msg: str, *args) -> None:
+    if msg not in _said_mode:
+        _said_mode.add(msg)
+        log.warning(msg, *args)
 
 
 def force(name: str) -> None:
@@ -65,7 +72,7 @@ def mode(client) -> str:
         asked = ""
     config = client.config
     if asked not in ("", "background", "wait"):
-        log.warning("kcache: KCACHE_COLD_START must be background or wait, not '%s'; waiting", asked)
+        _warn_once("kcache: KCACHE_COLD_START must be background or wait, not '%s'; waiting", asked)
         return "wait"
     if asked == "wait" or config.get("disabled"):
         return "wait"
@@ -73,12 +80,12 @@ def mode(client) -> str:
     if asked == "" and not config.get("url"):
         return "wait"
     if not has_tier:
-        log.warning("kcache: KCACHE_COLD_START=background needs a server or a node tier (the worker "
-                    "hands regions over through them); waiting")
+        _warn_once("kcache: KCACHE_COLD_START=background needs a server or a node tier (the worker "
+                   "hands regions over through them); waiting")
         return "wait"
     if store.environment() is None:
-        log.warning("kcache: cold start waits: the cache client was configured with options in code, "
-                    "which a compile worker cannot repeat (configure it from KCACHE_* instead)")
+        _warn_once("kcache: cold start waits: the cache client was configured with options in code, "
+                   "which a compile worker cannot repeat (configure it from KCACHE_* instead)")
         return "wait"
     return "background"
 
