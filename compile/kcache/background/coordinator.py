@@ -192,13 +192,13 @@ class Background:
                 self._land(job, m)
             elif m["kind"] == "refused":
                 self._wait_path(job, m["reason"])
-            elif m["kind"] == "failed":
-                self._orphan([job.key], m["reason"])
+        if not self.pending:
+            return
+        code = w.exit_code()  # every time (one waitpid): a dead worker is seen at once
         now = time.monotonic()
-        if now - self.checked < HEALTH_EVERY_S or not self.pending:
+        if code is None and now - self.checked < HEALTH_EVERY_S:
             return
         self.checked = now
-        code = w.exit_code()
         deadline = settings.number("KCACHE_WORKER_DEADLINE_S")
         limit = settings.number("KCACHE_WORKER_MAX_RSS_MB")
         if code is not None:

@@ -3,8 +3,8 @@
 On the rank: NoWaitStore fetches a stored key (node tier, then the server,
 without waiting on anyone's lease) and raises NotReady for a missing one,
 so that the block runs eagerly while the worker builds it. A key the
-coordinator has settled (the worker reported it, failed on it, or could not
-take the block) goes through the client's get_or_compile as before.
+coordinator has settled (the worker reported it stored, or gave it back)
+goes through the client's get_or_compile as before.
 
 In the worker: TryStore is get_or_compile without waiting: a key whose
 lease another process holds raises Busy, and the worker takes another

@@ -22,7 +22,11 @@ def encode(message: Any) -> bytes:
 
 def write(fd: int, message: Any) -> None:
     """Writes one message (blocking until the pipe takes all of it)."""
-    data = memoryview(encode(message))
+    write_encoded(fd, encode(message))
+
+
+def write_encoded(fd: int, encoded: bytes) -> None:
+    data = memoryview(encoded)
     while data:
         n = os.write(fd, data)
         data = data[n:]

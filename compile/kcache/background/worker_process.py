@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 
 from . import wire
@@ -47,16 +49,35 @@ class CompileWorker:
         self.reader = wire.Reader(read_fd)
         self.started = time.monotonic()
         self.compiling: dict[str, float] = {}  # key -> when the child took its lease
+        # Messages go out from a thread of their own (pipe writes only, no
+        # torch): the child reads nothing until it has imported torch, and a
+        # job bigger than the pipe's buffer would otherwise hold the
+        # training thread that long.
+        self._outbox: "queue.Queue[bytes | None]" = queue.Queue()
+        self._broken = False
+        self._writer = threading.Thread(target=self._write_all, name="kcache-worker-pipe", daemon=True)
+        self._writer.start()
         self.send({"kind": "hello", "sys_path": list(sys.path)})
         atexit.register(self.close)
 
+    def _write_all(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                return
+            try:
+                wire.write_encoded(self.proc.stdin.fileno(), data)
+            except (BrokenPipeError, OSError, ValueError):
+                self._broken = True
+                return
+
     def send(self, message: dict) -> bool:
-        """False when the child is gone (its pipe broke)."""
-        try:
-            wire.write(self.proc.stdin.fileno(), message)
-            return True
-        except (BrokenPipeError, OSError, ValueError):
+        """Queues a message; False when the child is known to be gone (its
+        pipe broke)."""
+        if self._broken:
             return False
+        self._outbox.put(wire.encode(message))
+        return True
 
     def messages(self) -> list[dict]:
         out = self.reader.messages()
@@ -82,6 +103,8 @@ class CompileWorker:
     def close(self) -> None:
         """At the rank's exit: the child finishes the compile in hand (its
         region is then stored for the next start) and exits."""
+        self._outbox.put(None)
+        self._writer.join(timeout=5)
         try:
             self.proc.stdin.close()
         except OSError:
@@ -93,6 +116,8 @@ class CompileWorker:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._outbox.put(None)
+        self._writer.join(timeout=5)
         try:
             self.proc.stdin.close()
         except OSError:

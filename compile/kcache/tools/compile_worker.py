@@ -16,8 +16,10 @@ at once. It reports on RESULT_FD:
   or by another process), so the rank's next call fetches it;
 - {"kind": "refused", "key", "reason"}: it computed another key for the
   block than the rank did (something the skeleton does not carry changes
-  the code): the rank compiles that region itself;
-- {"kind": "failed", "key", "reason"}: anything else went wrong.
+  the code), its classes differ in members it could not copy, or
+  rebuilding or compiling the block raised: the rank compiles that region
+  itself, on its usual path (which falls back to the traced path on an
+  error, as before).
 
 When its stdin closes (the rank ended or died) it finishes the compile in
 hand, if any, so that what it holds a lease for is stored for the next
@@ -94,8 +96,9 @@ class Worker:
                 variants.function_for(region, block, spec, args, kwargs)
         except Busy:
             return False
-        except Exception as e:  # noqa: BLE001 - reported; the rank decides
-            self.report({"kind": "failed", "key": key, "reason": f"{type(e).__name__}: {e}"})
+        except Exception as e:  # noqa: BLE001 - the rank takes the region back
+            self.report({"kind": "refused", "key": key,
+                         "reason": f"the compile worker failed on it ({type(e).__name__}: {e})"})
             return True
         if key not in tries.asked:
             self.report({"kind": "refused", "key": key, "reason": (

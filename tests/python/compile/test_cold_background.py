@@ -68,6 +68,7 @@ def finish(proc, tmp_path, name) -> dict:
     stdout, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-4000:]
     out = json.loads(stdout.strip().splitlines()[-1])
+    (tmp_path / f"job-{name}.json").write_text(json.dumps({**out, "stderr": stderr}))  # for a failure's reader
     log = tmp_path / f"cxx-{name}.log"
     out["builds"] = [l for l in (log.read_text().splitlines() if log.exists() else []) if "--help" not in l]
     out["stderr"] = stderr
@@ -177,6 +178,14 @@ def test_two_cold_ranks_compile_different_regions_at_once(tmp_path, cxx_wrapper)
     assert rb["kcache"]["client"]["lease_busy"] == 0  # B's rank itself never asked for a lease
 
 
+def dead(pid: int) -> bool:
+    """Gone or a zombie (exited, not yet reaped by its parent, the job)."""
+    try:
+        return "\nState:\tZ" in pathlib.Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+
+
 def worker_pids(job_pid: int) -> list[int]:
     out = []
     for d in pathlib.Path("/proc").iterdir():
@@ -201,6 +210,7 @@ def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, 
         wait_for("the worker compiling", lambda: len(leases(srv)) == 1, job)
         (pid,) = worker_pids(job.pid)
         os.kill(pid, signal.SIGKILL)
+        wait_for("the worker's death", lambda: dead(pid), job)  # before the job's next step looks
         gate.unlink()
         pause.unlink()
         out = finish(job, tmp_path, "k")
@@ -208,7 +218,7 @@ def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, 
     states = [j["state"] for j in out["timeline"]]
     # The region in the killed worker's hands stays eager; the model's other
     # regions went to a new worker.
-    assert k["background_faults"] == 1 and states.count("orphaned") == 1 and len(states) > 1
+    assert k["background_faults"] == 1 and states.count("orphaned") == 1 and len(states) > 1, (out["timeline"], out["stderr"][-2000:])
     assert out["compiled_steps"] == [] and k["eager_block_calls"] >= 6
     assert "compile worker exited" in out["stderr"]
     assert_close_to_eager(out)
