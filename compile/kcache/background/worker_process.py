@@ -111,17 +111,13 @@ class CompileWorker:
             pass
 
     def stop(self) -> None:
+        """Kills the child (a fault: its region is orphaned)."""
         if self.reader.fd < 0:
             return
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self._outbox.put(None)
-        self._writer.join(timeout=5)
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        self.close()
         os.close(self.reader.fd)
         self.reader.fd = -1
         self.reader.closed = True
