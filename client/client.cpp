@@ -173,7 +173,11 @@ Client::~Client() {
 
 Result<std::optional<std::vector<std::uint8_t>>> Client::get(std::string_view key) {
   try {
-    return impl_->get(key);
+    // get() is lookup() without the tier.
+    auto r = impl_->lookup(key);
+    if (!r.ok()) return r.error();
+    if (!*r) return std::optional<std::vector<std::uint8_t>>();
+    return std::optional<std::vector<std::uint8_t>>(std::move((*r)->bundle));
   } catch (const std::exception& e) {
     return make_error(Errc::internal, e.what());
   }

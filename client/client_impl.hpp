@@ -461,13 +461,6 @@ struct Client::Impl {
     return std::optional<Fetched>();
   }
 
-  Result<std::optional<Bytes>> get(std::string_view key) {
-    auto r = lookup(key);
-    if (!r.ok()) return r.error();
-    if (!*r) return std::optional<Bytes>();
-    return std::optional<Bytes>(std::move((*r)->bundle));
-  }
-
   Result<bool> put(std::string_view key, std::span<const std::uint8_t> data) {
     if (!artifact::is_cache_key_hex(key)) {
       return make_error(Errc::invalid_argument, "not a cache key (64 lowercase hex characters)");
