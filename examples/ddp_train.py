@@ -88,13 +88,8 @@ def main() -> None:
     data = torch.Generator().manual_seed(1000 + rank)  # this rank's shard
     params = [p for p in model.parameters() if p.requires_grad]
 
-    def compiling() -> bool:
-        """Some block of this rank still runs eagerly, waiting for its region."""
-        bg = background.current()
-        return bg is not None and (bool(bg.pending) or any(j["state"] == "landed" for j in bg.timeline()))
-
     def any_rank_compiling() -> bool:
-        flag = torch.tensor([1.0 if compiling() else 0.0])
+        flag = torch.tensor([1.0 if background.compiling() else 0.0])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return flag.item() > 0
 

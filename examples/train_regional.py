@@ -103,8 +103,7 @@ def main() -> None:
     def compiling() -> bool:
         from kcache import background
 
-        bg = background.current() if args.compiler.startswith("kcache") else None
-        return bg is not None and (bool(bg.pending) or any(j["state"] == "landed" for j in bg.timeline()))
+        return args.compiler.startswith("kcache") and background.compiling()
 
     losses, step_times, grad_sha256 = [], [], None
     eager_steps, step_end_s = [], []

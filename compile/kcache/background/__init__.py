@@ -17,7 +17,7 @@ The worker's own loop is kcache/tools/compile_worker.py (it runs the
 precompiled path, which sits above this package).
 """
 
-from .coordinator import Background, current, for_store, force, mode
+from .coordinator import Background, compiling, current, for_store, force, mode
 from .nowait import Busy, NotReady
 
-__all__ = ["Background", "Busy", "NotReady", "current", "for_store", "force", "mode"]
+__all__ = ["Background", "Busy", "NotReady", "compiling", "current", "for_store", "force", "mode"]

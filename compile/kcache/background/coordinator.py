@@ -291,3 +291,12 @@ def for_store(client) -> Background | None:
 
 def current() -> Background | None:
     return _instance
+
+
+def compiling() -> bool:
+    """Some block of this process still runs eagerly, waiting for its
+    region: one in a worker's hands, or landed and not yet switched (a job
+    that trains on until every block runs compiled asks this)."""
+    bg = _instance
+    return bg is not None and (bool(bg.pending) or any(
+        key in bg.landed and job.switched is None for key, job in bg.jobs.items()))

@@ -95,10 +95,7 @@ def main() -> None:
     ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
 
     def settled() -> bool:
-        bg = background.current()
-        if bg is None:
-            return True
-        return not bg.pending and all(j["state"] != "landed" for j in bg.timeline())
+        return not background.compiling()
 
     losses, eager_losses, compiled_steps = [], [], []
     step = 0
