@@ -6,7 +6,9 @@
 # model's first step); "between" runs them as below but writes
 # results-between-watch-*.json (seeds 6000... and 7000...), the
 # between-processes mode again with the per-call watch in place. Neither
-# runs the traced cases.
+# runs the traced cases. "background" (issue 51) runs them as below with
+# each cold run compiled in kcache's compile worker (--cold-start
+# background, seeds 8000... and 9000..., results-background-*.json).
 # The false-hit fuzzer's long run (issue 32; docs/precompiled.md "Guards"):
 # two workers at once (seeds 1000... and 2000...), CASES_PER_WORKER
 # generated blocks each (default 39) with WARM_PER_CASE warm runs per block
@@ -27,8 +29,9 @@ mode=${4:-all}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PYTHONPATH="$root/tests" TORCHINDUCTOR_COMPILE_THREADS=1 OMP_NUM_THREADS=1
-if [[ $mode == after || $mode == between ]]; then
+if [[ $mode == after || $mode == between || $mode == background ]]; then
   if [[ $mode == after ]]; then seeds=(4000 5000) name=after-first flag=--after-first-call
+  elif [[ $mode == background ]]; then seeds=(8000 9000) name=background flag="--cold-start background"
   else seeds=(6000 7000) name=between-watch flag=; fi
   "$py" -m falsehit.runner --seed "${seeds[0]}" --cases "$cases" --warm "$warm" $flag --work "$work/a" \
     --out "$here/results-$name-a.json" 2>"$work/a.log" &

@@ -20,6 +20,16 @@ is the decision to use a stored function, and eager is what the traced
 path must equal; `--traced` runs KCACHE_PRECOMPILED=0 with real
 torch.compile everywhere (slower: every miss compiles).
 
+`--cold-start background` (issue 51) compiles each case's cold run in
+kcache's compile worker (docs/cold-start.md): the cold process runs its
+blocks eagerly until the worker's regions land and switch, its compared
+call runs on them, and every warm run (another process, waiting mode)
+loads what the worker built. The worker rebuilt each block in a fresh
+interpreter that imported the case's module without the cold run's
+mutations: what it compiled must still be right for the process that
+uses it, or be refused there. `alternate` does that for every other
+seed (even seeds), so one run covers both.
+
 `--after-first-call` (issue 49) changes when a warm run mutates: it builds
 the model with the cold run's mutations, compiles it, runs one step (the
 first call: a hit), and only then applies the mutations it adds; the
@@ -54,6 +64,9 @@ TOL = 1e-4  # relative to the largest eager value (see _diff)
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
          "precompiled_check_failures", "precompiled_traces", "precompiled_trace_checks", "compiles",
          "verify_failures", "precompiled_rechecks", "precompiled_watch_refreshes", "precompiled_guard_failures")
+_BACKGROUND = ("eager_block_calls", "background_jobs", "regions_switched", "background_refusals",
+               "background_faults", "background_compile_seconds")
+SWITCH_TIMEOUT_S = 420  # the worker's import and compile of one 3-block case on a loaded 2-core machine
 
 
 def _in_child(fn, timeout: int = 600) -> dict:
@@ -99,15 +112,44 @@ def _diff(eager: list[torch.Tensor], other: list[torch.Tensor]) -> float:
                 for x, y in zip(eager, other)), default=0.0)
 
 
+def _until_switched(compiled, x) -> dict:
+    """Background mode: steps the compiled model (its blocks eager) until
+    no block waits for its region any more (switched, refused to the
+    waiting path, or orphaned by a worker fault); kcache's counters and
+    timeline for the result. Waits on kcache's own state; the timeout only
+    stops a broken run."""
+    from kcache import background
+
+    start, end, calls = kcache.stats(), time.monotonic() + SWITCH_TIMEOUT_S, 0
+    while True:
+        compiled(x.clone().requires_grad_(True)).square().mean().backward()
+        calls += 1
+        if not background.compiling():
+            break
+        if time.monotonic() > end:
+            raise RuntimeError(f"regions not switched after {SWITCH_TIMEOUT_S} s: {background.current().timeline()}")
+        time.sleep(0.05)
+    after = kcache.stats()
+    bg = background.current()
+    return {"calls": calls, **{k: after[k] - start[k] for k in _BACKGROUND},
+            "states": sorted({j["state"] for j in bg.timeline()}) if bg else [],
+            "by": sorted({j["by"] for j in bg.timeline() if j.get("by")}) if bg else [],
+            "notes": sorted({j["note"] for j in bg.timeline() if j.get("note")}) if bg else []}
+
+
 def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
-         node: str = "node", before_first: list[str] | None = None, watch: bool = True) -> dict:
+         node: str = "node", before_first: list[str] | None = None, watch: bool = True,
+         background: bool = False) -> dict:
     """One process: build the case's model, mutate it, eager then kcache.
 
     With `before_first` (the after-first-call mode) only those mutations
     are applied before the compiled model's first step; the rest of
-    `mutations` after it, and the second step is compared."""
+    `mutations` after it, and the second step is compared. With
+    `background` (a cold run), the compiled model steps eagerly until its
+    compile worker's regions switch, and the call after that is compared."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
     os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
+    os.environ["KCACHE_COLD_START"] = "background" if background else "wait"
     os.environ["KCACHE_PRECOMPILED"] = "0" if traced else "1"
     torch.set_num_threads(1)
     if not traced:
@@ -119,9 +161,12 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     torch.manual_seed(0)
     model = m.Stack()
     x = torch.randn(2, generate.DIM)
-    compiled = None
+    compiled, switched = None, None
     if before_first is None:
         _apply(m, model, mutations)
+        if background:
+            compiled = kcache.compile_regions(model)
+            switched = _until_switched(compiled, x)
     else:
         _apply(m, model, before_first)
         compiled = kcache.compile_regions(model)
@@ -140,9 +185,12 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     after = kcache.stats()
     delta = {k: after[k] - before[k] for k in _KEYS}
     delta["dynamo_frames"] = _dynamo_frames() - dynamo
-    return {"out_diff": _diff(results[0][0], results[1][0]), "grad_diff": _diff(results[0][1], results[1][1]),
-            "grads": len(results[1][1]), "delta": delta,
-            "check_failures": [f for o in kcache.api.region_outcomes() for f in o.get("check_failures", [])]}
+    out = {"out_diff": _diff(results[0][0], results[1][0]), "grad_diff": _diff(results[0][1], results[1][1]),
+           "grads": len(results[1][1]), "delta": delta,
+           "check_failures": [f for o in kcache.api.region_outcomes() for f in o.get("check_failures", [])]}
+    if switched is not None:
+        out["background"] = switched
+    return out
 
 
 def _dynamo_frames() -> int:
@@ -175,7 +223,8 @@ def classify(r: dict, traced: bool, after_first: bool = False) -> str:
 
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
              c: generate.Case | None = None, host_facts: pathlib.Path | None = None,
-             after_first: bool = False, watch: bool = True, runs: set[int] | None = None) -> dict:
+             after_first: bool = False, watch: bool = True, runs: set[int] | None = None,
+             background: bool = False) -> dict:
     c = c or generate.case(seed, warm_runs)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -183,7 +232,7 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
         shutil.copytree(host_facts / "host", case_dir / "node" / "host", dirs_exist_ok=True)
     (case_dir / f"{c.name}.py").write_text(c.source)
     t = time.perf_counter()
-    cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced))
+    cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced, background=background))
     cold["seconds"] = round(time.perf_counter() - t, 2)
     warm = []
     for i, mutations in enumerate(c.warm):
@@ -201,6 +250,7 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
             r["false_hit"] = r["out_diff"] > TOL or r["grad_diff"] > TOL
         warm.append(r)
     return {"seed": seed, "name": c.name, "features": c.features, "cold_mutations": c.cold,
+            "cold_kinds": mutation_kinds(c.cold), "cold_start": "background" if background else "wait",
             "cold": cold, "warm": warm}
 
 
@@ -221,7 +271,18 @@ def summarize(cases: list[dict]) -> dict:
     return {"cases": len(cases), "warm_runs": len(warm), "outcomes": outcomes,
             "false_hits": sum(1 for w in warm if w.get("false_hit")),
             "errors": sum(1 for w in warm if "error" in w) + sum(1 for c in cases if "error" in c["cold"]),
+            "background_cold": _background_summary(cases),
             "mutation_kinds": dict(sorted(kinds.items()))}
+
+
+def _background_summary(cases: list[dict]) -> dict:
+    """The cold runs in background mode: how many, how many had a region
+    built by the worker and switched to (what the warm runs then load),
+    and how many had one refused to the waiting path (the rank compiled)."""
+    bg = [c["cold"]["background"] for c in cases if "background" in c["cold"]]
+    return {"cases": len(bg), "switched": sum(1 for b in bg if b["regions_switched"]),
+            "refused": sum(1 for b in bg if b["background_refusals"]),
+            "faults": sum(b["background_faults"] for b in bg)}
 
 
 def _preimport() -> None:
@@ -243,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
     ap.add_argument("--after-first-call", action="store_true",
                     help="warm runs mutate after the compiled model's first step (issue 49)")
+    ap.add_argument("--cold-start", choices=["wait", "background", "alternate"], default="wait",
+                    help="background: each case's cold run compiles in kcache's compile worker (issue 51); "
+                         "alternate: even seeds so, odd seeds waiting")
     ap.add_argument("--runs", help="only these warm runs of each case, by index (e.g. 1,17): regression tests")
     ap.add_argument("--no-watch", action="store_true",
                     help="the positive control of --after-first-call: no checks after a block's first call")
@@ -270,11 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         one = generate.every_kind(seed) if args.every_kind else None
         cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
                               args.after_first_call, not args.no_watch,
-                              {int(i) for i in args.runs.split(",")} if args.runs else None))
+                              {int(i) for i in args.runs.split(",")} if args.runs else None,
+                              args.cold_start == "background" or (args.cold_start == "alternate" and seed % 2 == 0)))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)
-    result = {"mode": "traced" if args.traced else "precompiled",
+    result = {"mode": "traced" if args.traced else "precompiled", "cold_start": args.cold_start,
               "mutate": "after the first call" if args.after_first_call else "between processes",
               "seed": args.seed,
               "seconds": round(time.perf_counter() - start, 1), "summary": summarize(cases),

@@ -14,10 +14,12 @@ rebuilds it: the block without its weights, the call's tensors as specs.
 - The block's classes as the rank has them (class_state: members added or
   replaced at run time, such as transformers' nn.Module.smart_apply).
 
-A block the worker cannot rebuild raises NotReproducible with the reason:
-a class defined in `__main__` or inside a function (the worker cannot
-import it), tensor subclasses as parameters (DTensor under FSDP2), or
-anything in the call or the block that does not pickle. The worker's key
+Functions the block holds that another process cannot import (closures,
+lambdas, hooks) go by their code (functions.py). A block the worker
+cannot rebuild raises NotReproducible with the reason: a class defined in
+`__main__` or inside a function (the worker cannot import it), tensor
+subclasses as parameters (DTensor under FSDP2), or anything in the call or
+the block that does not pickle. The worker's key
 is compared with the rank's (kcache/tools/compile_worker.py): whatever
 this copy misses that changes the code changes the key, and the region is
 then compiled on the rank as before.
@@ -35,7 +37,7 @@ from torch.utils import _pytree as pytree
 
 from kcache import _torch_adaptor as adaptor
 
-from . import class_state
+from . import class_state, functions
 
 SMALL_TENSOR = 1 << 20
 _DEVICE_TYPES = ("cpu", "cuda")
@@ -76,7 +78,7 @@ class TensorValue:
 def _unimportable(block: torch.nn.Module) -> str | None:
     for name, module in block.named_modules():
         cls = type(module)
-        if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+        if cls.__module__ == "__main__" or ("<locals>" in cls.__qualname__ and functions.module_alias(cls) is None):
             where = name or "the block"
             return (f"{where} is of class {cls.__qualname__}, defined in {cls.__module__} "
                     "where another process cannot import it")
@@ -133,7 +135,7 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
         payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
                    "buffers": buffers, "call": call, "context": _context(),
                    "classes": class_state.capture(block)}
-        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        return functions.dumps(payload)
     except NotReproducible:
         raise
     except Exception as e:  # noqa: BLE001 - whatever does not copy or pickle

@@ -23,13 +23,40 @@ def fuzz(tmp_path, *args: str) -> dict:
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out_file.read_text())
     for c in result["cases"]:
-        assert "error" not in c["cold"], c["cold"]["error"]
-        # Positive control: the cold process traced the region (Dynamo's
-        # counter) and compiled it (kcache's), once for its 3 blocks.
-        assert c["cold"]["delta"]["dynamo_frames"] >= 1 and c["cold"]["delta"]["misses"] == 1, c["cold"]
+        cold = c["cold"]
+        assert "error" not in cold, cold["error"]
+        bg = cold.get("background")
+        if bg and bg["regions_switched"]:
+            # Positive control, background cold start: the compile worker
+            # compiled the region (seconds off this process), the blocks
+            # ran eagerly until it landed, and the compared call ran the
+            # worker's region from the node tier: no trace in this process.
+            assert bg["background_compile_seconds"] > 0 and bg["eager_block_calls"] >= 3, cold
+            assert bg["by"] == ["this rank's worker"] and bg["background_faults"] == 0, cold
+            assert cold["delta"]["dynamo_frames"] == 0 and cold["delta"]["misses"] == 0, cold
+        else:
+            # Positive control: the cold process traced the region (Dynamo's
+            # counter) and compiled it (kcache's), once for its 3 blocks
+            # (in background mode: the worker refused it, the reason said).
+            assert bg is None or bg["background_refusals"] == 1, cold
+            assert cold["delta"]["dynamo_frames"] >= 1 and cold["delta"]["misses"] == 1, cold
         for w in c["warm"]:
             assert "error" not in w, w["error"]
     return result
+
+
+# Module globals the cold run changed: a compile worker imports the case's
+# module afresh and compiles their import-time values, so the checks of the
+# region it built refuse the process that changed them, and the warm runs
+# repeating that change fall back instead of hitting (docs/cold-start.md,
+# "What the worker rebuilds"). Class members and the block's own attributes
+# are carried (kcache/background/class_state.py, functions.py).
+GLOBAL_KINDS = {"global_float", "global_bool", "registry", "global_fn", "nested_global", "dtype_table",
+                "local_global"}
+
+
+def worker_lacks_the_cold_state(case: dict) -> bool:
+    return case["cold_start"] == "background" and bool(GLOBAL_KINDS & set(case["cold_kinds"]))
 
 
 @pytest.mark.slow
@@ -59,15 +86,19 @@ def test_bounded_fuzz_finds_no_false_hit(tmp_path):
     """Over a minute: a fixed-seed run of 3 generated blocks (3 cold compiles),
     12 warm runs each (a third of them under the cold run's own mutations,
     which must hit); fewer cases would not cover hits, fallbacks, misses and
-    trace checks."""
-    result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12")
+    trace checks. Seeds 100 and 102 compile cold in kcache's compile worker
+    (issue 51, `--cold-start alternate`): their warm runs load regions a
+    worker built from a fresh import of the case's module, used by other
+    processes; seed 101 compiles on the training thread."""
+    result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12", "--cold-start", "alternate")
     s = result["summary"]
     assert s["false_hits"] == 0 and s["errors"] == 0, s
+    assert s["background_cold"] == {"cases": 2, "switched": 2, "refused": 0, "faults": 0}, s
     assert s["outcomes"].get("hit", 0) >= 3, s  # a hit in every case at least
     assert sum(n for k, n in s["outcomes"].items() if k != "hit") >= 3, s
     for c in result["cases"]:
         for w in c["warm"]:
-            if not w["added"]:
+            if not w["added"] and not worker_lacks_the_cold_state(c):
                 assert w["outcome"].startswith("hit"), (c["name"], w)
     # Seed 101 reads a dict by the input's dtype (no portable check): its
     # unchanged warm runs hit after one trace check each, its changed ones not.
