@@ -230,6 +230,13 @@ Result<std::optional<Fetched>> Client::lookup(std::string_view key) {
   }
 }
 
+bool Client::report_cold_start(const std::string& json) {
+  if (!impl_->server) return false;
+  auto r = impl_->server->report_cold_start(json);
+  if (!r.ok()) client::log(client::LogLevel::info, "cold-start report not sent: " + r.error().message);
+  return r.ok();
+}
+
 ClientStats Client::stats() const {
   return impl_->snapshot();
 }

@@ -122,6 +122,13 @@ class KCACHE_CLIENT_API Client {
   // key or a missing file is nothing to do.
   void drop_node_copy(std::string_view key) const;
 
+  // Adds a rank's cold-start counters (a JSON object: eager_block_calls,
+  // regions_switched, background_compile_seconds, background_refusals,
+  // background_faults) to the server's (docs/cold-start.md). true when the
+  // server took them; false without a server or when it failed (not retried:
+  // the counters are for observing, and a repeat would count twice).
+  bool report_cold_start(const std::string& json);
+
   ClientStats stats() const;
   std::string stats_json() const;
   std::string stats_line() const;

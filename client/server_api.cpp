@@ -134,4 +134,14 @@ Result<bool> ServerApi::put(std::string_view key, std::span<const std::uint8_t> 
   return unexpected(*r, "PUT artifact");
 }
 
+Status ServerApi::report_cold_start(const std::string& json) {
+  HttpRequest req{"POST", "/v1/cold-start", {{"Content-Type", "application/json"}}, {}};
+  req.body.assign(json.begin(), json.end());
+  // Not retried: a repeated report would count twice.
+  auto r = call(std::move(req), /*idempotent=*/false);
+  if (!r.ok()) return r.error();
+  if (r->status == 204) return Ok{};
+  return unexpected(*r, "POST cold-start report");
+}
+
 }  // namespace kcache::client

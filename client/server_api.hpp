@@ -48,6 +48,9 @@ class ServerApi {
   Result<bool> put(std::string_view key, std::span<const std::uint8_t> bundle,
                    const std::string& lease);
 
+  // POST /v1/cold-start: counters a rank adds to the server's (a JSON object).
+  Status report_cold_start(const std::string& json);
+
   HttpClient& http() { return *http_; }
 
  private:

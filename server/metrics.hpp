@@ -96,6 +96,12 @@ class Metrics {
   std::atomic<std::uint64_t> connections_rejected{0};
   std::atomic<std::uint64_t> resp_auth_timeouts{0};  // RESP connections closed unauthenticated
   std::atomic<std::uint64_t> verify_corrupt{0};
+  // Reported by ranks (POST /v1/cold-start, docs/cold-start.md).
+  std::atomic<std::uint64_t> eager_block_calls{0};
+  std::atomic<std::uint64_t> regions_switched{0};
+  std::atomic<std::uint64_t> background_compile_ms{0};
+  std::atomic<std::uint64_t> background_refusals{0};
+  std::atomic<std::uint64_t> background_faults{0};
 
   std::string render_prometheus(const Gauges& g) const;
 

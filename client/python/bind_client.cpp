@@ -249,6 +249,10 @@ void bind_client(py::module_& m) {
             return fetched_tuple(*f);
           },
           py::arg("key"), "get(), saying which tier answered: (bundle bytes, 'node' or 'server'), or None.")
+      .def("report_cold_start", &Client::report_cold_start, py::arg("json"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Adds a rank's cold-start counters (a JSON object) to the server's metrics; False "
+           "without a server or when it failed (never retried).")
       .def("note_check_failure", &Client::note_check_failure, py::arg("key"),
            py::arg("explanation"), py::arg("failures"),
            "Writes a miss-log record (kind 'check_failure') for a stored entry found but not "

@@ -432,6 +432,7 @@ asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMat
     case RouteId::metrics: co_return co_await metrics(s);
     case RouteId::ui:
     case RouteId::ui_overview: co_return co_await handle_ui(s, req, m);
+    case RouteId::cold_start: co_return handle_cold_start(s, req);
     default: break;
   }
   auto ns = s.namespaces.find(m.ns);

@@ -34,6 +34,8 @@ boost::asio::awaitable<Response> handle_lease(Services& s, Request& req, const R
 boost::asio::awaitable<Response> handle_admin(Services& s, Request& req, const RouteMatch& m);
 // evict, verify and pins (upkeep_routes.cpp), in namespace `ns`.
 boost::asio::awaitable<Response> handle_upkeep(Services& s, Request& req, const RouteMatch& m, const NamespacePtr& ns);
+// POST /v1/cold-start (cold_start_routes.cpp): counters a rank reports.
+Response handle_cold_start(Services& s, const Request& req);
 boost::asio::awaitable<Response> handle_ui(Services& s, Request& req, const RouteMatch& m);  // ui_routes.cpp
 
 }  // namespace kcache::server

@@ -62,6 +62,7 @@ std::variant<RouteMatch, RouteError> match_route(std::string_view path) {
       {"/metrics", RouteId::metrics, "/metrics"},   {"/v1/stats", RouteId::stats, "/v1/stats"},
       {"/v1/leases", RouteId::leases, "/v1/leases"}, {"/v1/entries", RouteId::entries, "/v1/entries"},
       {"/v1/evict", RouteId::evict, "/v1/evict"},   {"/v1/verify", RouteId::verify, "/v1/verify"},
+      {"/v1/cold-start", RouteId::cold_start, "/v1/cold-start"},
       {"/ui", RouteId::ui, "/ui"},                  {"/v1/ui/overview", RouteId::ui_overview, "/v1/ui/overview"},
   };
   for (const auto& f : fixed) {
@@ -110,7 +111,8 @@ const char* allowed_methods(RouteId id) {
     case RouteId::lease: return "POST, DELETE";
     case RouteId::lease_renew:
     case RouteId::evict:
-    case RouteId::verify: return "POST";
+    case RouteId::verify:
+    case RouteId::cold_start: return "POST";
   }
   return "";
 }
@@ -134,7 +136,8 @@ Role required_role(RouteId id, std::string_view method) {
       if (method == "DELETE") return Role::admin;
       return Role::read;
     case RouteId::lease:
-    case RouteId::lease_renew: return Role::write;
+    case RouteId::lease_renew:
+    case RouteId::cold_start: return Role::write;  // what a job that compiles sends
     case RouteId::leases:
     case RouteId::entry_pin:
     case RouteId::evict:

@@ -29,6 +29,7 @@ enum class RouteId {
   entry_pin,    // /v1/entries/{key}/pin (PUT pins, DELETE unpins)
   evict,
   verify,
+  cold_start,   // /v1/cold-start: a rank's report of its cold start without waiting
   ui,           // /ui: the web page (--ui)
   ui_overview,  // /v1/ui/overview: the page's data
 };

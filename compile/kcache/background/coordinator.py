@@ -17,6 +17,9 @@ A key goes through these states:
   is looked at every ORPHAN_LOOK_S for the region another process may
   store; said once, counted (background_faults).
 
+Switches, refusals and faults are reported to the server's metrics with
+the eager calls so far (report.py), on a thread of their own.
+
 Nothing here waits: poll() reads whatever the worker has said and checks
 its health. A block switches only outside autograd's backward, so a
 checkpointed block's recomputation runs what its forward ran.
@@ -34,6 +37,7 @@ from kcache import settings
 from kcache.state import counters, store
 
 from .nowait import NoWaitStore, NotReady
+from .report import ServerReport
 from .skeleton import NotReproducible, describe
 from .worker_process import CompileWorker
 
@@ -122,6 +126,7 @@ class Background:
         self.t0 = time.monotonic()
         self.t0_wall = time.time()  # the timeline's zero, on the wall clock (to line up ranks)
         self._said: set[str] = set()
+        self.report = ServerReport(client) if client.config.get("url") else None
 
     # ---- what the region asks ----
     def settled(self, key: str) -> bool:
@@ -231,6 +236,7 @@ class Background:
 
     def _switched(self, job: Job) -> None:
         counters.bump(regions_switched=1)
+        self._report()
         job.switched = time.monotonic() - self.t0
         log.info("kcache: region %s (%s) switched to compiled after %.1f s and %d eager calls",
                  job.region, job.key[:12], time.monotonic() - job.submitted, job.eager_calls)
@@ -241,6 +247,7 @@ class Background:
         self.wait_path.add(job.key)
         job.reason = why
         counters.bump(background_refusals=1)
+        self._report()
         self._say(why, "kcache: region %s compiles on the training thread: %s", job.region, why)
 
     def _orphan(self, keys: list[str], why: str) -> None:
@@ -249,8 +256,14 @@ class Background:
             self.orphaned.add(key)
             self.jobs[key].reason = why
             counters.bump(background_faults=1)
+        self._report()
         self._say(why, "kcache: %s; %d region(s) stay eager until another process stores them",
                   why, len(keys))
+
+    def _report(self) -> None:
+        """The server's counters, after an event (kcache/background/report.py)."""
+        if self.report is not None:
+            self.report.soon()
 
     def _say(self, what: str, msg: str, *args) -> None:
         if what not in self._said:
