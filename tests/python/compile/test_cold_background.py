@@ -7,7 +7,8 @@ worker process.
   kcache's entry in the job's process (the compile ran elsewhere), the CXX
   wrapper logs the worker's kernel builds (positive control), the server
   counts the worker's lease and upload, and every step's loss agrees with
-  an eager copy's to 1e-4. A restart (fresh container, everything stored)
+  an eager copy's to 1e-4; the server's metrics count the rank's eager
+  calls, switches and the worker's compile seconds. A restart (fresh container, everything stored)
   has no eager phase and builds nothing.
 - Two cold ranks, two distinct regions: while rank A's worker is held in
   its compile (a gate in the CXX wrapper: the test waits on events, never
@@ -15,8 +16,10 @@ worker process.
   one; each region is compiled once cluster-wide.
 - Faults: a worker killed in its compile, a worker past its deadline or
   its memory bound: the region stays eager, the job finishes with eager's
-  losses, the fault is counted. A block whose class lives in __main__ is
-  compiled on the training thread (counted as a refusal).
+  losses, the fault is counted.
+- compile_regions_in_place: blocks run their own _call_impl while eager,
+  then switch; a block whose class lives in __main__ is compiled on the
+  training thread (counted as a refusal).
 - The pieces: the non-waiting single flight of the C++ client, the
   skeleton's key agreeing with the live block's, the mode's default.
 
@@ -41,6 +44,9 @@ import torch
 from kc_testing import PYTHON, ServerProcess, python_env
 
 JOB = str(pathlib.Path(__file__).with_name("background_job.py"))
+# The fault tests' model: two small kinds of block (tests/models/blocks.py),
+# no transformers import; what they prove does not depend on the model.
+SMALL = ("--model", "two-kinds", "--layers", "2")
 
 
 @contextlib.contextmanager
@@ -122,6 +128,11 @@ def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_
         assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in cold["timeline"])
         m = srv.metrics()
         assert m["kcache_leases_granted_total"] >= 1 and m["kcache_uploads_total"] >= 2
+        # The server's metrics say what the rank saw (its reports, POST /v1/cold-start).
+        assert m["kcache_eager_block_calls_total"] == k["eager_block_calls"]
+        assert m["kcache_regions_switched_total"] == k["regions_switched"]
+        assert m["kcache_background_compile_seconds_total"] == pytest.approx(k["background_compile_seconds"],
+                                                                             abs=0.01)
         assert_close_to_eager(cold)
 
         warm = finish(start(tmp_path, cxx_wrapper, "warm", srv.url, "--layers", "2", "--steps", "3"),
@@ -132,20 +143,6 @@ def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_
         assert warm["compiled_steps"] == [0, 1, 2]
         assert w["hits_server"] >= 1 and warm["builds"] == [] and entry_traces(warm) == []
         assert_close_to_eager(warm)
-
-
-@pytest.mark.slow
-def test_blocks_compiled_in_place_run_eagerly_then_switch(tmp_path, cxx_wrapper):
-    """compile_regions_in_place (Accelerate's DeepSpeed and FSDP2 way): the
-    eager phase runs the block's own _call_impl."""
-    with served(tmp_path) as srv:
-        out = finish(start(tmp_path, cxx_wrapper, "inplace", srv.url, "--in-place", "--layers", "2",
-                           "--steps", "2", "--until-switched"), tmp_path, "inplace")
-    k = out["kcache"]
-    assert 0 not in out["compiled_steps"] and k["eager_block_calls"] >= 2
-    assert out["compiled_steps"] and k["regions_switched"] == k["background_jobs"] >= 1
-    assert k["background_faults"] == 0 and entry_traces(out) == []
-    assert_close_to_eager(out)
 
 
 @pytest.mark.slow
@@ -205,7 +202,7 @@ def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, 
     gate.write_text("held")
     pause.write_text("held")
     with served(tmp_path) as srv:
-        job = start(tmp_path, cxx_wrapper, "k", srv.url, "--layers", "2", "--steps", "3",
+        job = start(tmp_path, cxx_wrapper, "k", srv.url, *SMALL, "--steps", "3",
                     "--pause-file", str(pause), KCACHE_TEST_CXX_GATE=str(gate))
         wait_for("the worker compiling", lambda: len(leases(srv)) == 1, job)
         (pid,) = worker_pids(job.pid)
@@ -231,7 +228,7 @@ def test_a_worker_past_its_bound_is_stopped(tmp_path, cxx_wrapper, bound):
     gate.write_text("held")
     env = {"KCACHE_WORKER_DEADLINE_S": "1"} if bound == "deadline" else {"KCACHE_WORKER_MAX_RSS_MB": "50"}
     with served(tmp_path) as srv:
-        out = finish(start(tmp_path, cxx_wrapper, bound, srv.url, "--layers", "2", "--steps", "2",
+        out = finish(start(tmp_path, cxx_wrapper, bound, srv.url, *SMALL, "--steps", "2",
                            "--until-switched", KCACHE_TEST_CXX_GATE=str(gate), **env), tmp_path, bound)
     k = out["kcache"]
     assert k["background_faults"] >= 1 and k["regions_switched"] == 0
@@ -242,17 +239,27 @@ def test_a_worker_past_its_bound_is_stopped(tmp_path, cxx_wrapper, bound):
 
 
 @pytest.mark.slow
-def test_a_block_of_a_main_class_compiles_on_the_training_thread(tmp_path, cxx_wrapper):
+def test_in_place_blocks_run_eagerly_and_a_main_class_compiles_on_the_training_thread(tmp_path, cxx_wrapper):
+    """compile_regions_in_place (Accelerate's DeepSpeed and FSDP2 way) on a
+    model whose repeated block is a class defined in __main__: that region
+    is compiled on the training thread, as before (one trace, a refusal
+    said with the reason); the model's other regions (Embedding, Linear:
+    torch's classes) go to the worker, their blocks running their own
+    _call_impl while eager, then switching. One job for both (the test
+    command's time budget, bench/testtime/README.md)."""
     with served(tmp_path) as srv:
-        out = finish(start(tmp_path, cxx_wrapper, "main", srv.url, "--main-blocks", "--layers", "2",
+        out = finish(start(tmp_path, cxx_wrapper, "main", srv.url, "--main-blocks", "--in-place", "--layers", "2",
                            "--steps", "2", "--until-switched"), tmp_path, "main")
     k = out["kcache"]
     main = [j for j in out["timeline"] if j["region"] == "MainBlock"]
     assert k["background_refusals"] == 1 and [j["state"] for j in main] == ["wait path"]
     assert "defined in __main__" in main[0]["note"] and "defined in __main__" in out["stderr"]
     assert len(entry_traces(out)) == 1  # MainBlock's region traced here, as before
-    # the model's other regions (Embedding, Linear: torch's classes) went to the worker
-    assert k["background_jobs"] >= 1 and k["regions_switched"] == k["background_jobs"]
+    others = [j for j in out["timeline"] if j["region"] != "MainBlock"]
+    assert others and all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in others)
+    assert k["background_jobs"] == len(others) and k["regions_switched"] == len(others)
+    assert 0 not in out["compiled_steps"] and k["eager_block_calls"] >= 2  # in place, eagerly first
+    assert out["compiled_steps"] and k["background_faults"] == 0
     assert_close_to_eager(out)
 
 
@@ -328,7 +335,46 @@ def test_a_block_the_worker_cannot_rebuild_is_refused_with_the_reason():
     with pytest.raises(skeleton.NotReproducible, match="defined in __main__"):
         skeleton.describe(Local(4, 4), (torch.randn(2, 4),), {})
     with pytest.raises(skeleton.NotReproducible, match="does not copy"):
-        skeleton.describe(torch.nn.Linear(4, 4), (torch.randn(2, 4),), {"hook": lambda x: x})
+        skeleton.describe(torch.nn.Linear(4, 4), (torch.randn(2, 4),), {"lock": threading.Lock()})
+    block = torch.nn.Linear(4, 4)
+    block.helper = _local_class()(2.0)  # a class no module-level name holds
+    with pytest.raises(skeleton.NotReproducible, match="does not copy"):
+        skeleton.describe(block, (torch.randn(2, 4),), {})
+
+
+def _local_class():
+    class Scale:  # defined in a function's scope, as the `kernels` package makes its layers
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            return x * self.k
+
+    return Scale
+
+
+LocalScale = _local_class()  # ...and bound to a module-level name
+
+
+def test_closures_and_local_classes_reach_the_worker_by_code_and_by_name():
+    """A block holding a lambda over a local, a closure and an instance of
+    a class defined inside a function (bound at module level): the worker's
+    copy has working equivalents (kcache/background/functions.py)."""
+    from kcache.background import skeleton
+
+    k = 3.0
+    block = torch.nn.Linear(4, 4)
+    block.act = lambda x: x * k
+    block.helper = LocalScale(2.0)
+    block.register_forward_hook(lambda mod, i, o: o + k)
+    rebuilt, args, _, _ = skeleton.rebuild(skeleton.describe(block, (torch.randn(2, 4),), {}))
+    x = torch.randn(3)
+    assert rebuilt.act is not block.act and torch.equal(rebuilt.act(x), x * 3.0)
+    assert type(rebuilt.helper) is LocalScale and torch.equal(rebuilt.helper(x), x * 2.0)
+    with torch.no_grad():
+        rebuilt.weight.copy_(block.weight)
+        rebuilt.bias.copy_(block.bias)
+    assert torch.equal(rebuilt(args[0]), block(args[0]))  # the hook came along
 
 
 def test_the_default_mode_is_background_only_with_a_server(monkeypatch, tmp_path):
