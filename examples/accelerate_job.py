@@ -9,7 +9,10 @@ nothing downloaded), prepares it with Accelerate's regional compilation
 kcache.accelerate.install(), trains on its own shard of random tokens and
 writes OUT/rank-R.json: seconds until its regions are ready (first forward
 and backward), its losses, PyTorch's own compile counters, kcache's stats
-and the keys of the regions it compiled or restored.
+and the keys of the regions it compiled or restored. With --until-compiled
+(a cold start without waiting: blocks run eagerly until their regions
+land) it also records which steps ran an eager block, when every block
+ran compiled, and kcache's background timeline.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ def parse(description: str) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--until-compiled", action="store_true",
+                   help="after --steps, keep stepping until every rank runs every block compiled "
+                        "(kcache's cold start without waiting, docs/cold-start.md; the ranks agree each step)")
+    p.add_argument("--max-steps", type=int, default=100000)
     p.add_argument("--mixed-precision", default="no", choices=["no", "bf16"])
     p.add_argument("--no-kcache", action="store_true", help="Accelerate's own compile_regions")
     p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
@@ -88,8 +95,19 @@ def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode
     model, opt = accelerator.prepare(model, opt)
     rank = accelerator.process_index
     data = torch.Generator().manual_seed(1000 + rank)  # this rank's shard
-    losses, marks = [], {}
-    for step in range(args.steps):
+    from kcache import background
+
+    def eager_calls() -> int:
+        return 0 if args.no_kcache else kcache.stats()["eager_block_calls"]
+
+    def any_rank_compiling() -> bool:
+        flag = torch.tensor([1.0 if background.compiling() else 0.0], device=accelerator.device)
+        return accelerator.reduce(flag, reduction="sum").item() > 0
+
+    losses, marks, step_end_s, eager_steps = [], {}, [], []
+    step = 0
+    while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()):
+        before = eager_calls()
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=data)
         loss = model(ids, labels=ids).loss
         accelerator.backward(loss)
@@ -98,13 +116,22 @@ def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
+        step_end_s.append(round(time.time() - t0, 3))
+        if eager_calls() > before:
+            eager_steps.append(step)
+        step += 1
     marks["done_s"] = time.time() - t0
+    # When this rank's blocks all ran compiled: the end of its last step
+    # with an eager block call (its first step's end when it had none).
+    marks["all_compiled_s"] = step_end_s[eager_steps[-1] if eager_steps else 0] if step_end_s else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result = {
         "rank": rank, "world": accelerator.num_processes, "mode": mode,
         "distributed_type": str(accelerator.distributed_type), "model_class": type(model).__name__,
         **marks, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss // 1024,
-        "losses": losses, "counters": adaptor.counters(),
+        "losses": losses, "step_end_s": step_end_s, "eager_steps": eager_steps,
+        "timeline": background.current().timeline() if background.current() else [],
+        "counters": adaptor.counters(),
         "kcache": kcache.stats() if not args.no_kcache else {},
         "regions": kcache.api.region_outcomes() if not args.no_kcache else [],
     }
