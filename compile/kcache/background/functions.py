@@ -42,11 +42,13 @@ def resolve(module: str, qualname: str) -> Any:
     return obj
 
 
-def importable(fn: types.FunctionType) -> bool:
-    if "<locals>" in fn.__qualname__:
+def importable(obj: types.FunctionType | type) -> bool:
+    """Whether another process's import reaches this function or class by
+    its module and qualname."""
+    if "<locals>" in obj.__qualname__:
         return False
     try:
-        return resolve(fn.__module__, fn.__qualname__) is fn
+        return resolve(obj.__module__, obj.__qualname__) is obj
     except (ImportError, AttributeError, ValueError):
         return False
 
@@ -62,15 +64,6 @@ def module_alias(cls: type) -> str | None:
         if value is cls:
             return name
     return None
-
-
-def _class_importable(cls: type) -> bool:
-    if "<locals>" in cls.__qualname__:
-        return False
-    try:
-        return resolve(cls.__module__, cls.__qualname__) is cls
-    except (ImportError, AttributeError, ValueError):
-        return False
 
 
 def _freeze(value: Any, memo: dict[int, int]) -> tuple:
@@ -150,7 +143,7 @@ class Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.FunctionType) and not importable(obj):
             return thaw, (freeze(obj),)
-        if isinstance(obj, type) and not _class_importable(obj):
+        if isinstance(obj, type) and not importable(obj):
             name = module_alias(obj)
             if name is not None:
                 return resolve, (obj.__module__, name)
