@@ -11,9 +11,8 @@ member's digest and the member itself in a form the worker can rebuild
 another module-level function); one it has not (defined inside another),
 by its code, defaults and closure; a property by its functions; any other
 value by pickle. The worker installs those whose digest differs there,
-then compares every digest: a class that still differs is named, and the worker refuses the
-region (the rank compiles it itself, as before). The freezing itself is
-functions.py's.
+then compares every digest: a class that still differs is named, and the
+worker refuses the region (the rank compiles it itself, as before).
 """
 
 from __future__ import annotations

@@ -127,8 +127,9 @@ def _thaw(frozen: tuple, memo: dict[int, Any]) -> Any:
 
 
 def freeze(value: Any) -> tuple:
-    """A function (or staticmethod / classmethod) in a form that pickles;
-    CannotFreeze when something it holds does not."""
+    """A value in a form that pickles: a function (plain, static, class
+    method, a property's) by name or by code, anything else by pickle;
+    CannotFreeze when something it holds does not pickle."""
     return _freeze(value, {})
 
 
