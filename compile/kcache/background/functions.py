@@ -22,6 +22,7 @@ the same definition; without such a name it does not copy.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import io
 import marshal
@@ -105,8 +106,11 @@ def _thaw(frozen: tuple, memo: dict[int, Any]) -> Any:
     if kind == "function":
         _, index, module, name, qualname, code, defaults, kwdefaults, cells = frozen
         made = [types.CellType() for _ in cells]
-        fn = types.FunctionType(marshal.loads(code), importlib.import_module(module).__dict__, name,
-                                None, tuple(made) or None)
+        # A function made by exec() without a module (`__module__` None) gets
+        # globals holding only the builtins: whatever else it reads fails in
+        # the worker, which then refuses the region.
+        scope = importlib.import_module(module).__dict__ if module else {"__builtins__": builtins}
+        fn = types.FunctionType(marshal.loads(code), scope, name, None, tuple(made) or None)
         memo[index] = fn
         fn.__qualname__ = qualname
         fn.__defaults__ = _thaw(defaults, memo)

@@ -367,10 +367,14 @@ def test_closures_and_local_classes_reach_the_worker_by_code_and_by_name():
     block.act = lambda x: x * k
     block.helper = LocalScale(2.0)
     block.register_forward_hook(lambda mod, i, o: o + k)
+    scope: dict = {}
+    exec("f = lambda x: x * 5.0", scope)  # noqa: S102 - a function with no module (__module__ is None)
+    block.execd = scope["f"]
     rebuilt, args, _, _ = skeleton.rebuild(skeleton.describe(block, (torch.randn(2, 4),), {}))
     x = torch.randn(3)
     assert rebuilt.act is not block.act and torch.equal(rebuilt.act(x), x * 3.0)
     assert type(rebuilt.helper) is LocalScale and torch.equal(rebuilt.helper(x), x * 2.0)
+    assert torch.equal(rebuilt.execd(x), x * 5.0)
     with torch.no_grad():
         rebuilt.weight.copy_(block.weight)
         rebuilt.bias.copy_(block.bias)
