@@ -199,22 +199,28 @@ std::string Metrics::render_prometheus(const Gauges& g) const {
   scalar(out, "kcache_evictions_total", "counter", "Entries evicted through POST /v1/evict.", load(evicted_entries));
   scalar(out, "kcache_evicted_bytes_total", "counter", "Bytes evicted through POST /v1/evict.", load(evicted_bytes));
   scalar(out, "kcache_verify_corrupt_total", "counter", "Corrupt objects found by POST /v1/verify.", load(verify_corrupt));
-  scalar(out, "kcache_eager_block_calls_total", "counter",
-         "Block calls that ran eagerly while their region compiled off the training thread (reported by ranks).",
-         load(eager_block_calls));
-  scalar(out, "kcache_regions_switched_total", "counter",
-         "Blocks' regions that landed and were switched to after an eager phase (reported by ranks).",
-         load(regions_switched));
+  // Reported by ranks (POST /v1/cold-start, docs/cold-start.md).
+  const struct {
+    const char* name;
+    const char* help;
+    const std::atomic<std::uint64_t>& value;
+  } reported[] = {
+      {"kcache_eager_block_calls_total",
+       "Block calls that ran eagerly while their region compiled off the training thread (reported by ranks).",
+       eager_block_calls},
+      {"kcache_regions_switched_total",
+       "Blocks' regions that landed and were switched to after an eager phase (reported by ranks).", regions_switched},
+      {"kcache_background_refusals_total",
+       "Regions a compile worker could not rebuild, compiled on the training thread (reported by ranks).",
+       background_refusals},
+      {"kcache_background_faults_total",
+       "Compile workers that died or passed their deadline or memory bound (reported by ranks).", background_faults},
+  };
+  for (const auto& r : reported) scalar(out, r.name, "counter", r.help, load(r.value));
   family(out, "kcache_background_compile_seconds_total", "counter",
          "Compile seconds ranks' compile workers spent off the training thread (reported by ranks).");
   out += "kcache_background_compile_seconds_total " + num(static_cast<double>(load(background_compile_ms)) / 1000.0) +
          "\n";
-  scalar(out, "kcache_background_refusals_total", "counter",
-         "Regions a compile worker could not rebuild, compiled on the training thread (reported by ranks).",
-         load(background_refusals));
-  scalar(out, "kcache_background_faults_total", "counter",
-         "Compile workers that died or passed their deadline or memory bound (reported by ranks).",
-         load(background_faults));
   scalar(out, "kcache_leases_granted_total", "counter", "Leases granted.", g.leases.granted);
   scalar(out, "kcache_leases_renewed_total", "counter", "Lease renewals accepted.", g.leases.renewed);
   scalar(out, "kcache_leases_released_total", "counter", "Leases released by their holder.", g.leases.released);
