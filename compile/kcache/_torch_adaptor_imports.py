@@ -13,6 +13,17 @@ start still cost once Dynamo, AOTAutograd and the kernel builds were gone
   (then PyTorch's cache-hit path)  from .graph import GraphLowering
   (and every call)                 torch._inductor.debug.RECORD_GRAPH_EXECUTION
 
+Two more are imported by the load itself, not by the generated code
+(issue 52, about 0.19 s of a warm start's first step on this machine):
+
+  (the pickled graph's kwargs)  torch._inductor.decomposition.select_decomp_table
+  (each C++ kernel's loader)    from torch.utils.cpp_extension import include_paths, TORCH_LIB_PATH
+                                cpp_extension.include_paths(...), cpp_extension.library_paths(...)
+
+decomposition registers every decomposition Inductor has (0.14 s), for a
+function only a new compile calls; cpp_extension imports setuptools
+(0.05 s), for two paths under torch's own directory.
+
 None of them needs the compiler. While kcache deserializes a region (and
 only then, and only for modules not yet imported), `light_imports()` puts
 stand-ins for those modules in sys.modules that hold the same objects:
@@ -23,6 +34,13 @@ stand-ins for those modules in sys.modules that hold the same objects:
   the generated code calls (torch.mm, torch.addmm, torch.ops.mkldnn...),
   resolved from a table recorded when the region was compiled, where each
   entry was checked to be the identical object PyTorch registers;
+- decomposition's `select_decomp_table` is a function that calls the
+  real one (importing it then), so a compile that ever calls it gets the
+  real table; it is the only stand-in that is not the identical object;
+- cpp_extension's `TORCH_LIB_PATH`, `include_paths()` and
+  `library_paths()` for the CPU are
+  the same paths, computed from torch's directory as cpp_extension does;
+  any other device asks the real module;
 - graph's `GraphLowering.save_output_code` and debug's
   `RECORD_GRAPH_EXECUTION` are PyTorch's test hooks, None and False unless
   a test sets them (which imports the real module first).
@@ -40,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -51,11 +70,13 @@ SELECT_ALGORITHM = "torch._inductor.select_algorithm"
 MEMORY_PLANNING = "torch._inductor.codegen.memory_planning"
 GRAPH = "torch._inductor.graph"
 DEBUG = "torch._inductor.debug"
+DECOMPOSITION = "torch._inductor.decomposition"
+CPP_EXTENSION = "torch.utils.cpp_extension"
 # What PyTorch's generated modules and its cache-hit path would import
 # through the stand-ins: tests assert none of them is imported by a load.
 COMPILER_MODULES = (SELECT_ALGORITHM, MEMORY_PLANNING, GRAPH, DEBUG, "torch._inductor.lowering",
                     "torch._inductor.ir", "torch._inductor.scheduler",
-                    "torch._inductor.codegen.wrapper")
+                    "torch._inductor.codegen.wrapper", DECOMPOSITION, CPP_EXTENSION)
 DEBUG_DEFAULTS = {"RECORD_GRAPH_EXECUTION": False, "GRAPH_EXECUTION_ORDER": None,
                   "GRAPH_COMPILE_IDS": None}
 
@@ -161,12 +182,50 @@ class _GraphLowering:
     save_output_code = None  # PyTorch's test hook, read on every cache hit
 
 
+def _module(name: str) -> types.ModuleType:
+    """The real module, imported now if only a stand-in (or nothing) is there."""
+    mod = sys.modules.get(name)
+    return _real(name) if mod is None or is_stand_in(mod) else mod
+
+
+def select_decomp_table(*args: Any, **kwargs: Any) -> Any:
+    """decomposition.select_decomp_table for a loaded graph's kwargs: a
+    compile that calls it gets the real table."""
+    return _module(DECOMPOSITION).select_decomp_table(*args, **kwargs)
+
+
+def _torch_path() -> str:
+    """cpp_extension's _TORCH_PATH: the directory of the torch package."""
+    return os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def include_paths(device_type: str = "cpu", torch_include_dirs: bool = True) -> list[str]:
+    """cpp_extension.include_paths: torch's own headers for the CPU (what
+    a C++ kernel's loader asks for); the real function for any other device."""
+    if device_type != "cpu":
+        return _module(CPP_EXTENSION).include_paths(device_type, torch_include_dirs)
+    include = os.path.join(_torch_path(), "include")
+    return [include, os.path.join(include, "torch", "csrc", "api", "include")] if torch_include_dirs else []
+
+
+def library_paths(device_type: str = "cpu", torch_include_dirs: bool = True,
+                  cross_target_platform: str | None = None) -> list[str]:
+    """cpp_extension.library_paths: torch's lib directory for the CPU; the
+    real function for any other device."""
+    if device_type != "cpu":
+        return _module(CPP_EXTENSION).library_paths(device_type, torch_include_dirs, cross_target_platform)
+    return [os.path.join(_torch_path(), "lib")] if torch_include_dirs else []
+
+
 def _stand_ins(table: dict[str, str]) -> dict[str, dict[str, Any]]:
     from torch._inductor import utils
 
     return {MEMORY_PLANNING: {"_align": utils._align},
             SELECT_ALGORITHM: {"extern_kernels": _ExternKernels(table)},
-            GRAPH: {"GraphLowering": _GraphLowering}}
+            GRAPH: {"GraphLowering": _GraphLowering},
+            DECOMPOSITION: {"select_decomp_table": select_decomp_table},
+            CPP_EXTENSION: {"include_paths": include_paths, "library_paths": library_paths,
+                            "TORCH_LIB_PATH": os.path.join(_torch_path(), "lib")}}
 
 
 @contextlib.contextmanager

@@ -158,3 +158,46 @@ def test_a_malformed_table_from_a_bundle_is_answered_by_the_real_module():
         """)
     assert r["got"] == {"mm": True, "addmm": True, "bmm": True}
     assert r["stats"]["real_imports"] >= 1
+
+
+def test_the_loaders_own_imports_are_stood_in_with_the_same_values():
+    # Two modules the load itself imports (issue 52): decomposition, for a
+    # function pickled in the graph's kwargs, and cpp_extension, for torch's
+    # include and lib paths in each C++ kernel's loader. Their stand-ins give
+    # what the real modules give, and the loader still asks for just that.
+    r = run("""
+        import inspect, json, sys
+        import torch
+        from kcache import _torch_adaptor_imports as L
+
+        with L.light_imports({}):
+            from torch._inductor.decomposition import select_decomp_table as standin_decomp
+            from torch.utils.cpp_extension import include_paths, library_paths, TORCH_LIB_PATH
+            inside = {"paths": [include_paths(), include_paths(torch_include_dirs=False),
+                                library_paths(), library_paths("cpu", False), TORCH_LIB_PATH],
+                      "imported": L.compiler_modules_imported()}
+            # Asked for something it does not stand in for: the real module.
+            from torch.utils.cpp_extension import CppExtension
+            after_other = L.compiler_modules_imported()
+        table = standin_decomp()  # after the load: imports the real module
+        from torch._inductor import cpp_builder, decomposition
+        from torch.utils import cpp_extension as real
+        print(json.dumps({
+            "inside": inside, "after_other": after_other,
+            "real_paths": [real.include_paths(), real.include_paths(torch_include_dirs=False),
+                           real.library_paths(), real.library_paths("cpu", False), real.TORCH_LIB_PATH],
+            "same_table": table is decomposition.select_decomp_table(),
+            "extension_is_real": CppExtension is real.CppExtension,
+            "related_args": inspect.getsource(cpp_builder._get_torch_related_args),
+            "device_options": inspect.getsource(cpp_builder.get_cpp_torch_device_options),
+            "stand_ins_left": [m for m, mod in list(sys.modules.items()) if L.is_stand_in(mod)],
+        }))
+        """)
+    assert r["inside"]["imported"] == [], r["inside"]["imported"]
+    assert r["inside"]["paths"] == r["real_paths"]
+    assert r["after_other"] == ["torch.utils.cpp_extension"]
+    assert r["same_table"] and r["extension_is_real"]
+    assert r["stand_ins_left"] == []
+    assert "from torch.utils.cpp_extension import include_paths, TORCH_LIB_PATH" in r["related_args"]
+    assert "cpp_extension.include_paths(" in r["device_options"]
+    assert "cpp_extension.library_paths(" in r["device_options"]
