@@ -34,31 +34,93 @@ def _checks_line(k: dict) -> list[str]:
             f"per block), {k['precompiled_check_failures']} failed."]
 
 
+def _phase(cell: dict) -> float:
+    """The setup's overhead in the phases whose code differs from eager's
+    (wrap + first step, paired per round; run.py's paired_overheads), or
+    from process start where a run predates that measure."""
+    return cell.get("phase_overhead_s", cell["overhead_s"])
+
+
+def _ratio(reference: float, ours: float) -> str:
+    """" (12.3x)", or nothing where our overhead is not above zero (a
+    median below eager's: the ratio would mean nothing)."""
+    return f" ({reference / ours:.1f}x)" if ours > 0 else ""
+
+
 def verdicts(row: dict) -> list[tuple[str, bool, str]]:
     c = row["cells"]
-    pre = c["kcache_precompiled"]["overhead_s"]
+    pre_cell = c["kcache_precompiled"]
+    pre = pre_cell["overhead_s"]
+    phase = _phase(pre_cell)
     cold = c["cold_regional"]["overhead_s"]
-    local = c["pytorch_warm_dir"]["overhead_s"]
+    local = _phase(c["pytorch_warm_dir"])
     best_name, best = _best_pytorch(c)
     traced = c["kcache_traced"]["overhead_s"]
-    return [
+    out = [
+        ("precompiled warm overhead <= 0.5 s over eager (wrap + first step, paired per round)",
+         phase <= 0.5, f"{phase:.2f} s (from process start: {pre:.2f} s, medians; "
+         f"{pre_cell.get('paired_overhead_s', pre):.2f} s paired per round)"),
+        ("precompiled warm overhead <= 1/8 of a warm local Inductor dir (the same measure)",
+         phase <= local / 8, f"{phase:.2f} s vs {local:.2f} s{_ratio(local, phase)}"),
         ("precompiled warm overhead <= 1/10 of cold regional",
-         pre <= cold / 10, f"{pre:.2f} s vs {cold:.2f} s ({cold / max(pre, 1e-9):.1f}x)"),
-        ("precompiled warm overhead <= 1/3 of a warm local Inductor dir",
-         pre <= local / 3, f"{pre:.2f} s vs {local:.2f} s ({local / max(pre, 1e-9):.1f}x)"),
+         pre <= cold / 10, f"{pre:.2f} s vs {cold:.2f} s{_ratio(cold, pre)}"),
         ("precompiled beats the best PyTorch gives on its own",
          pre < best, f"{pre:.2f} s vs {best:.2f} s ({best_name})"),
         ("traced warm no slower than a warm local Inductor dir",
-         traced <= local, f"{traced:.2f} s vs {local:.2f} s"),
+         traced <= c["pytorch_warm_dir"]["overhead_s"],
+         f"{traced:.2f} s vs {c['pytorch_warm_dir']['overhead_s']:.2f} s"),
         ("precompiled warm traced nothing",
-         c["kcache_precompiled"]["dynamo_traces"] == 0,
-         f"{c['kcache_precompiled']['dynamo_traces']} Dynamo traces"),
-    ] + ([] if c["kcache_precompiled"].get("compiler_modules") is None else [
-        ("precompiled warm imported none of Inductor's compiler",
-         c["kcache_precompiled"]["compiler_modules"] == [],
-         ", ".join(c["kcache_precompiled"]["compiler_modules"]) or "lowering, IR, scheduler, "
-         "codegen, select_algorithm: none imported"),
-    ])
+         pre_cell["dynamo_traces"] == 0, f"{pre_cell['dynamo_traces']} Dynamo traces"),
+    ]
+    if pre_cell.get("compiler_modules") is not None:
+        out.append(("precompiled warm imported none of Inductor's compiler",
+                    pre_cell["compiler_modules"] == [],
+                    ", ".join(pre_cell["compiler_modules"]) or "lowering, IR, scheduler, codegen, "
+                    "select_algorithm, decomposition, cpp_extension: none imported"))
+    probes = pre_cell.get("isa_probes_per_run")
+    if probes is not None:
+        control = c["kcache_traced_cold"].get("kcache", {}).get("isa_probes_run", 0)
+        hits = pre_cell["machine_facts_hits_per_run"]
+        out.append(("a fresh container ran no ISA probe (the machine's facts from the server); "
+                    "the server's first container did",
+                    all(p == 0 for p in probes) and all(h >= 1 for h in hits) and control >= 1,
+                    f"probes per warm run {probes}, facts records used {hits}; "
+                    f"the first (traced cold) container ran {control}"))
+    return out
+
+
+def _breakdown(c: dict) -> list[str]:
+    """Where the precompiled warm start's time goes, beside eager's: each
+    part's median over the runs (so the parts need not add up exactly)."""
+    pre, eag = c["kcache_precompiled"].get("breakdown_median"), c["eager"].get("breakdown_median")
+    if pre is None or eag is None or "precompiled_first_call_seconds" not in pre:
+        return []
+    first_call = pre["precompiled_first_call_seconds"]
+    load = pre["precompiled_load_seconds"]
+    deser = pre["precompiled_deserialize_seconds"]
+    checks = pre["precompiled_check_seconds"]
+    fetch = pre["precompiled_fetch_seconds"]
+    rows = [
+        ("imports (torch, transformers, kcache)", eag["imports_s"], pre["imports_s"]),
+        ("model build", eag["build_s"], pre["build_s"]),
+        ("wrap (compile_regions; imports Inductor's code cache)", eag["wrap_s"], pre["wrap_s"]),
+        ("first step", eag["first_step_s"], pre["first_step_s"]),
+        ("- blocks' first calls, in all", None, first_call),
+        ("- - fetch (node tier or server)", None, fetch),
+        ("- - verify and restore (bundle, kernel libraries)", None, load - deser),
+        ("- - PyTorch's deserializer (AOTCompiledFunction.deserialize)", None, deser),
+        ("- - portable guard checks", None, checks),
+        ("- - keys, call watches, the rest", None, first_call - fetch - load - checks),
+        ("- the step itself (forward, backward, AdamW)", eag["first_step_s"],
+         pre["first_step_s"] - first_call),
+    ]
+    out = ["", f"Where the precompiled warm start's time goes (median of each part over the "
+           f"{len(c['kcache_precompiled'].get('runs_s', [1]))} runs; kcache's own counters "
+           "split the first step):", "", "| part | eager (s) | kcache precompiled (s) |",
+           "|---|---:|---:|"]
+    for name, e, k in rows:
+        out.append(f"| {name} | {'' if e is None else f'{e:.3f}'} | {k:.3f} |")
+    return out
 
 
 def _runs(cell: dict) -> str:
@@ -77,7 +139,11 @@ def write(here: Path) -> None:
         "process; compile overhead = time to first step minus eager's, both from process start. "
         "Where a row lists several runs (interleaved rounds: eager, warm local dir, kcache traced, "
         "kcache precompiled; each a fresh process with fresh directories where the setup calls "
-        "for them), the table shows their median (eager's too).",
+        "for them), the table shows their median (eager's too). The targets on the warm overhead "
+        "use it paired per round and in the phases whose code differs from eager's (wrap + first "
+        "step): imports and the model build run the same code in every cell (the job imports "
+        "kcache in all of them), so their difference between two processes is this VM's drift, "
+        "not kcache; the overhead from process start is shown beside it.",
         "",
     ]
     for row in data["rows"]:
@@ -87,21 +153,25 @@ def write(here: Path) -> None:
                   f"eager reaches its first step at {c['eager']['to_first_step_s']:.2f} s"
                   f"{_runs(c['eager'])}.{measured}",
                   "",
-                  "| setup | first step at (s) | overhead (s) | Dynamo traces | load / first step (s) "
-                  "| runs (s) |",
-                  "|---|---:|---:|---:|---:|---|"]
+                  "| setup | first step at (s) | overhead (s) | overhead, wrap + first step, paired (s) "
+                  "| Dynamo traces | load / first step (s) | runs (s) |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
         for key, label in CELLS:
             cell = c[key]
             b = cell["breakdown"]
             runs = ", ".join(f"{r:.2f}" for r in cell.get("runs_s", [])) or "1 run"
+            phase = f"{cell['phase_overhead_s']:.2f}" if "phase_overhead_s" in cell else ""
             lines.append(f"| {label} | {cell['to_first_step_s']:.2f} | {cell['overhead_s']:.2f} | "
-                         f"{cell['dynamo_traces']} | {b['wrap_s'] + b['first_step_s']:.2f} | {runs} |")
+                         f"{phase} | {cell['dynamo_traces']} | {b['wrap_s'] + b['first_step_s']:.2f} | {runs} |")
         pre = c["kcache_precompiled"]
-        lines += ["", f"Precompiled warm breakdown: imports {pre['breakdown']['imports_s']:.2f} s, "
-                  f"model build {pre['breakdown']['build_s']:.2f} s, wrap {pre['breakdown']['wrap_s']:.2f} s, "
-                  f"first step {pre['breakdown']['first_step_s']:.2f} s, of which kcache loading "
-                  f"(fetch, verify, restore, deserialize) "
-                  f"{pre['kcache']['precompiled_load_seconds']:.2f} s.", *_checks_line(pre['kcache']), "",
+        breakdown = _breakdown(c)
+        if not breakdown:  # a row measured before the first step was split
+            breakdown = ["", f"Precompiled warm breakdown: imports {pre['breakdown']['imports_s']:.2f} s, "
+                         f"model build {pre['breakdown']['build_s']:.2f} s, wrap {pre['breakdown']['wrap_s']:.2f} s, "
+                         f"first step {pre['breakdown']['first_step_s']:.2f} s, of which kcache loading "
+                         f"(fetch, verify, restore, deserialize) "
+                         f"{pre['kcache']['precompiled_load_seconds']:.2f} s."]
+        lines += [*breakdown, *_checks_line(pre['kcache']), "",
                   "| target | met | figures |", "|---|---|---|"]
         for name, ok, figures in verdicts(row):
             lines.append(f"| {name} | {'yes' if ok else 'no'} | {figures} |")

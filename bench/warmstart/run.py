@@ -17,7 +17,10 @@ reusing one. In one run, per model configuration:
   kcache precompiled    the same with precompiled regions (the default)
 
 Compile overhead = time to first step - eager's time to first step, both
-from process start (imports, model build, compile or load, first step).
+from process start (imports, model build, compile or load, first step);
+the targets use it paired per round and in the phases whose code differs
+(wrap + first step: paired_overheads), since imports and the model build
+run the same code in every cell and their difference is the VM's drift.
 Eager, the warm local dir and kcache's two warm setups run REPEATS times in
 interleaved rounds (each kcache run with fresh node and Inductor dirs) and
 report their medians; every other cell runs once. Each configuration gets
@@ -37,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,7 +92,9 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
                                             "precompiled_traces", "precompiled_blocks",
                                             "precompiled_load_seconds", "precompiled_fallbacks",
                                             "precompiled_checks_run", "precompiled_check_seconds",
-                                            "precompiled_check_failures")
+                                            "precompiled_check_failures", "precompiled_first_call_seconds",
+                                            "precompiled_fetch_seconds", "precompiled_deserialize_seconds",
+                                            "isa_probes_run", "machine_facts_hits", "machine_facts_refused")
                          if n in k}
     print(f"  {tag:28s} first step at {cell['to_first_step_s']:7.2f} s "
           f"(traces {cell['dynamo_traces']})", flush=True)
@@ -97,11 +103,47 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
 
 def median_of(cells: list[dict]) -> dict:
     """The median (by time to first step) of fresh-process runs of one
-    setup; every run's time is kept in runs_s."""
+    setup; every run's time is kept in runs_s, and each part of the
+    breakdown's median over the runs in breakdown_median."""
     ordered = sorted(cells, key=lambda c: c["to_first_step_s"])
     cell = dict(ordered[len(ordered) // 2])
     cell["runs_s"] = [c["to_first_step_s"] for c in cells]
+    parts = {f"{k}": [c["breakdown"][k] for c in cells] for k in cells[0]["breakdown"]}
+    for k in cells[0].get("kcache", {}):
+        parts[k] = [c["kcache"][k] for c in cells]
+    cell["breakdown_median"] = {k: round(statistics.median(v), 4) for k, v in parts.items()}
+    if "isa_probes_run" in cells[0].get("kcache", {}):  # every fresh container's, not the median's
+        cell["isa_probes_per_run"] = [c["kcache"]["isa_probes_run"] for c in cells]
+        cell["machine_facts_hits_per_run"] = [c["kcache"]["machine_facts_hits"] for c in cells]
     return cell
+
+
+def compile_phases(cell: dict) -> float:
+    """Seconds of the phases where a setup's code differs from eager's: the
+    wrap (compile_regions, or nothing) and the first step (the compile or
+    the load, and the step). Imports and the model build run the same code
+    in every cell (the job imports kcache in all of them)."""
+    return cell["breakdown"]["wrap_s"] + cell["breakdown"]["first_step_s"]
+
+
+def paired_overheads(rounds: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per setup, the median over rounds of its difference to the same
+    round's eager run: in the compile phases only (phase_overhead_s) and
+    from process start (paired_overhead_s). The VM's drift (page-cache
+    reclaim slows imports for minutes) moves both runs of a round alike;
+    the phases before the wrap run the same code in both, so their
+    difference is that drift, which the phase measure leaves out."""
+    out = {}
+    for name, runs in rounds.items():
+        if name == "eager":
+            continue
+        pairs = list(zip(runs, rounds["eager"]))
+        out[name] = {
+            "phase_overhead_s": round(statistics.median(compile_phases(r) - compile_phases(e)
+                                                        for r, e in pairs), 3),
+            "paired_overhead_s": round(statistics.median(r["to_first_step_s"] - e["to_first_step_s"]
+                                                         for r, e in pairs), 3)}
+    return out
 
 
 def configuration(work: Path, model: str, layers: int, redis_port: int, url: str,
@@ -146,6 +188,8 @@ def configuration(work: Path, model: str, layers: int, redis_port: int, url: str
     eager = c["eager"]["to_first_step_s"]
     for cell in c.values():
         cell["overhead_s"] = round(cell["to_first_step_s"] - eager, 3)
+    for k, paired in paired_overheads(rounds).items():
+        c[k].update(paired)
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     return {"model": model, "layers": layers, "cells": c, "commit": commit,

@@ -77,8 +77,10 @@ def load_variant(vkey: str, data: bytes, source: str, device: str) -> tuple[Any,
     if not isinstance(checks, list):
         raise ValueError("bundle carries no portable guard checks")
     adaptor.restore_region(b"", bundle.binaries)
+    started = time.perf_counter()
     with adaptor.record_loaded_libraries() as loaded:
         fn = adaptor.deserialize_aot(bundle.aot_function, F_GLOBALS, bundle.manifest.get("extern_kernels"))
+    counters.bump(precompiled_deserialize_seconds=time.perf_counter() - started)
     binary_misses.report(vkey, set(loaded) - set(bundle.binaries))
     tier = "hits_server" if source == "server" else "hits_node"
     counters.bump(**{tier: 1}, bytes_fetched=len(data),

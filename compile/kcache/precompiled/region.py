@@ -20,6 +20,7 @@ the reason and counted.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 
 import torch
@@ -82,7 +83,9 @@ class PrecompiledRegion:
             if watch is not None and not watch.unchanged(block, args, kwargs) and self._changed(watch):
                 fn = _MISSING
         if fn is _MISSING:
+            started = time.perf_counter()
             fn = self._first_call(block, slots, spec, args, kwargs)
+            counters.bump(precompiled_first_call_seconds=time.perf_counter() - started)
             if fn is _EAGER:
                 return self._eager(block, args, kwargs)
         if fn is not None:

@@ -51,6 +51,13 @@ class Stats:
     precompiled_watch_refreshes: int = 0
     precompiled_rechecks: int = 0
     precompiled_load_seconds: float = 0.0
+    # Where a warm first call's time goes (bench/warmstart's breakdown):
+    # every first call of a block in all; getting indexes and variants
+    # from the node tier or the server (nothing compiled here); and
+    # PyTorch's deserializer, part of precompiled_load_seconds.
+    precompiled_first_call_seconds: float = 0.0
+    precompiled_fetch_seconds: float = 0.0
+    precompiled_deserialize_seconds: float = 0.0
     # Cold start without waiting (kcache.background, docs/cold-start.md):
     # block calls that ran eagerly while their region was being compiled,
     # regions given to this rank's compile worker, those that switched to
