@@ -18,12 +18,6 @@ CELLS = [
 ]
 
 
-def _best_pytorch(cells: dict) -> tuple[str, float]:
-    name = min(("pytorch_warm_dir", "pytorch_mega_cache", "pytorch_remote"),
-               key=lambda n: cells[n]["overhead_s"])
-    return name, cells[name]["overhead_s"]
-
-
 def _checks_line(k: dict) -> list[str]:
     """The portable guard checks' own cost (issue 32), where the run has it."""
     if "precompiled_check_seconds" not in k:
@@ -34,11 +28,24 @@ def _checks_line(k: dict) -> list[str]:
             f"per block), {k['precompiled_check_failures']} failed."]
 
 
-def _phase(cell: dict) -> float:
-    """The setup's overhead in the phases whose code differs from eager's
-    (wrap + first step, paired per round; run.py's paired_overheads), or
-    from process start where a run predates that measure."""
-    return cell.get("phase_overhead_s", cell["overhead_s"])
+def phase_overhead(c: dict, key: str) -> float:
+    """A setup's overhead in the phases whose code differs from eager's
+    (wrap + first step): paired per round for the setups that ran in the
+    rounds (run.py's paired_overheads), against eager's median for the
+    setups that ran once; from process start where a run predates it."""
+    cell = c[key]
+    if "phase_overhead_s" in cell:
+        return cell["phase_overhead_s"]
+    eager = c["eager"].get("breakdown_median")
+    if eager is None:
+        return cell["overhead_s"]
+    b = cell["breakdown"]
+    return round(b["wrap_s"] + b["first_step_s"] - eager["wrap_s"] - eager["first_step_s"], 3)
+
+
+def _best_pytorch(c: dict) -> tuple[str, float]:
+    name = min(("pytorch_warm_dir", "pytorch_mega_cache", "pytorch_remote"), key=lambda n: phase_overhead(c, n))
+    return name, phase_overhead(c, name)
 
 
 def _ratio(reference: float, ours: float) -> str:
@@ -51,24 +58,23 @@ def verdicts(row: dict) -> list[tuple[str, bool, str]]:
     c = row["cells"]
     pre_cell = c["kcache_precompiled"]
     pre = pre_cell["overhead_s"]
-    phase = _phase(pre_cell)
-    cold = c["cold_regional"]["overhead_s"]
-    local = _phase(c["pytorch_warm_dir"])
+    phase = phase_overhead(c, "kcache_precompiled")
+    cold = phase_overhead(c, "cold_regional")
+    local = phase_overhead(c, "pytorch_warm_dir")
     best_name, best = _best_pytorch(c)
-    traced = c["kcache_traced"]["overhead_s"]
+    traced = phase_overhead(c, "kcache_traced")
     out = [
-        ("precompiled warm overhead <= 0.5 s over eager (wrap + first step, paired per round)",
+        ("precompiled warm overhead <= 0.5 s over eager",
          phase <= 0.5, f"{phase:.2f} s (from process start: {pre:.2f} s, medians; "
          f"{pre_cell.get('paired_overhead_s', pre):.2f} s paired per round)"),
-        ("precompiled warm overhead <= 1/8 of a warm local Inductor dir (the same measure)",
+        ("precompiled warm overhead <= 1/8 of a warm local Inductor dir",
          phase <= local / 8, f"{phase:.2f} s vs {local:.2f} s{_ratio(local, phase)}"),
         ("precompiled warm overhead <= 1/10 of cold regional",
-         pre <= cold / 10, f"{pre:.2f} s vs {cold:.2f} s{_ratio(cold, pre)}"),
+         phase <= cold / 10, f"{phase:.2f} s vs {cold:.2f} s{_ratio(cold, phase)}"),
         ("precompiled beats the best PyTorch gives on its own",
-         pre < best, f"{pre:.2f} s vs {best:.2f} s ({best_name})"),
+         phase < best, f"{phase:.2f} s vs {best:.2f} s ({best_name})"),
         ("traced warm no slower than a warm local Inductor dir",
-         traced <= c["pytorch_warm_dir"]["overhead_s"],
-         f"{traced:.2f} s vs {c['pytorch_warm_dir']['overhead_s']:.2f} s"),
+         traced <= local, f"{traced:.2f} s vs {local:.2f} s"),
         ("precompiled warm traced nothing",
          pre_cell["dynamo_traces"] == 0, f"{pre_cell['dynamo_traces']} Dynamo traces"),
     ]
@@ -139,11 +145,13 @@ def write(here: Path) -> None:
         "process; compile overhead = time to first step minus eager's, both from process start. "
         "Where a row lists several runs (interleaved rounds: eager, warm local dir, kcache traced, "
         "kcache precompiled; each a fresh process with fresh directories where the setup calls "
-        "for them), the table shows their median (eager's too). The targets on the warm overhead "
-        "use it paired per round and in the phases whose code differs from eager's (wrap + first "
-        "step): imports and the model build run the same code in every cell (the job imports "
-        "kcache in all of them), so their difference between two processes is this VM's drift, "
-        "not kcache; the overhead from process start is shown beside it.",
+        "for them), the table shows their median (eager's too). The targets compare overheads "
+        "in the phases whose code differs from eager's (wrap + first step; the column "
+        "\"overhead, wrap + first step\"): paired per round for the setups in the rounds, against "
+        "eager's median for the setups that ran once. Imports and the model build run the same "
+        "code in every cell (the job imports kcache in all of them), so their difference between "
+        "two processes is this VM's drift (up to 1.5 s here), not kcache; the overhead from "
+        "process start is shown beside it.",
         "",
     ]
     for row in data["rows"]:
@@ -153,14 +161,14 @@ def write(here: Path) -> None:
                   f"eager reaches its first step at {c['eager']['to_first_step_s']:.2f} s"
                   f"{_runs(c['eager'])}.{measured}",
                   "",
-                  "| setup | first step at (s) | overhead (s) | overhead, wrap + first step, paired (s) "
+                  "| setup | first step at (s) | overhead (s) | overhead, wrap + first step (s) "
                   "| Dynamo traces | load / first step (s) | runs (s) |",
                   "|---|---:|---:|---:|---:|---:|---|"]
         for key, label in CELLS:
             cell = c[key]
             b = cell["breakdown"]
             runs = ", ".join(f"{r:.2f}" for r in cell.get("runs_s", [])) or "1 run"
-            phase = f"{cell['phase_overhead_s']:.2f}" if "phase_overhead_s" in cell else ""
+            phase = f"{phase_overhead(c, key):.2f}" if "breakdown_median" in c["eager"] else ""
             lines.append(f"| {label} | {cell['to_first_step_s']:.2f} | {cell['overhead_s']:.2f} | "
                          f"{phase} | {cell['dynamo_traces']} | {b['wrap_s'] + b['first_step_s']:.2f} | {runs} |")
         pre = c["kcache_precompiled"]
