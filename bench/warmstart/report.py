@@ -82,7 +82,7 @@ def verdicts(row: dict) -> list[tuple[str, bool, str]]:
         out.append(("precompiled warm imported none of Inductor's compiler",
                     pre_cell["compiler_modules"] == [],
                     ", ".join(pre_cell["compiler_modules"]) or "lowering, IR, scheduler, codegen, "
-                    "select_algorithm, decomposition, cpp_extension: none imported"))
+                    "select_algorithm, decomposition: none imported"))
     probes = pre_cell.get("isa_probes_per_run")
     if probes is not None:
         control = c["kcache_traced_cold"].get("kcache", {}).get("isa_probes_run", 0)

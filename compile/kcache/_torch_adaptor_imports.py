@@ -48,10 +48,22 @@ stand-ins for those modules in sys.modules that hold the same objects:
 Any other attribute of a stand-in, or an extern kernel the table lacks,
 ends the stand-ins (removes them from sys.modules), imports the real
 module and answers from it: never a wrong object, at worst today's cost.
+cpp_extension is a leaf (its real import imports none of the others):
+another attribute of it ends only its own stand-in, and a write to it goes
+to the real module (torch 2.14 and 2.15 read and may set
+`cpp_extension.CUDA_HOME` in every kernel's loader, so there the load
+still imports cpp_extension, and nothing else of the compiler).
 The stand-ins leave sys.modules when the load ends; the package attribute
 torch._inductor.debug is replaced by the real module when that is imported.
 tests/python/compile/test_light_imports.py checks every one of these facts against
 the real modules, so a torch that changes them fails there.
+
+One import is lighter outside the loads: Inductor's code cache, which a
+warm job needs, imports the redis client for PyTorch's own Redis caches
+(about half of its 0.12 s here). `import_code_cache()` imports it with a
+lazy stand-in for redis that Inductor's remote-cache module keeps and that
+imports the real package on first use (the same test file runs PyTorch's
+Redis cache through it against a real redis-server).
 """
 
 from __future__ import annotations
@@ -72,11 +84,15 @@ GRAPH = "torch._inductor.graph"
 DEBUG = "torch._inductor.debug"
 DECOMPOSITION = "torch._inductor.decomposition"
 CPP_EXTENSION = "torch.utils.cpp_extension"
+# Modules whose real import imports none of the stood-in ones: asking
+# their stand-in for something else ends that stand-in alone (torch 2.14
+# and 2.15 read cpp_extension.CUDA_HOME in every C++ kernel's loader).
+LEAVES = frozenset({CPP_EXTENSION})
 # What PyTorch's generated modules and its cache-hit path would import
 # through the stand-ins: tests assert none of them is imported by a load.
 COMPILER_MODULES = (SELECT_ALGORITHM, MEMORY_PLANNING, GRAPH, DEBUG, "torch._inductor.lowering",
                     "torch._inductor.ir", "torch._inductor.scheduler",
-                    "torch._inductor.codegen.wrapper", DECOMPOSITION, CPP_EXTENSION)
+                    "torch._inductor.codegen.wrapper", DECOMPOSITION)
 DEBUG_DEFAULTS = {"RECORD_GRAPH_EXECUTION": False, "GRAPH_EXECUTION_ORDER": None,
                   "GRAPH_COMPILE_IDS": None}
 
@@ -135,7 +151,14 @@ def _end() -> None:
 
 
 def _real(name: str) -> types.ModuleType:
-    _end()
+    """The real module `name`, imported now; first every stand-in ends (the
+    real module may import the others, and must get them real), except for
+    a leaf (LEAVES): only its own stand-in ends."""
+    if name in LEAVES:
+        if sys.modules.get(name) is _active.pop(name, None):
+            del sys.modules[name]
+    else:
+        _end()
     _stats["real_imports"] += 1
     return importlib.import_module(name)
 
@@ -166,7 +189,30 @@ class _ExternKernels:
         return obj
 
 
+class _LeafStandIn(types.ModuleType):
+    """A leaf's stand-in: what it holds, and the real module for anything
+    else. A write goes to the real module, and from then on that name is
+    read from there too (torch 2.14's loader sets cpp_extension.CUDA_HOME
+    from the environment where the module found none)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(_real(self.__name__), attr)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        if attr.startswith("__"):
+            super().__setattr__(attr, value)
+            return
+        setattr(_module(self.__name__), attr, value)
+        self.__dict__.pop(attr, None)
+
+
 def _stand_in(name: str, attrs: dict[str, Any]) -> types.ModuleType:
+    if name in LEAVES:
+        leaf = _LeafStandIn(name, "kcache's stand-in (kcache/_torch_adaptor_imports.py)")
+        leaf.__dict__.update(attrs, __kcache_stand_in__=True)
+        return leaf
     mod = types.ModuleType(name, "kcache's stand-in (kcache/_torch_adaptor_imports.py)")
 
     def __getattr__(attr: str) -> Any:
@@ -250,6 +296,47 @@ def light_imports(table: dict[str, str] | None) -> Iterator[None]:
         yield
     finally:
         _end()
+
+
+# ------------------------------------------------------------ the code cache
+
+
+class _LazyRedis(types.ModuleType):
+    """The redis client package, imported on first use: what Inductor's
+    remote-cache module binds while kcache imports Inductor's code cache."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if sys.modules.get("redis") is self:
+            del sys.modules["redis"]
+        real = importlib.import_module("redis")
+        return getattr(real, name)
+
+
+def import_code_cache() -> types.ModuleType:
+    """torch._inductor.codecache, which a warm process needs to load its
+    regions, without the redis client its import pulls in (about half of
+    its 0.12 s here): Inductor's remote-cache module does `import redis` at
+    import time for PyTorch's own Redis caches, which a job on kcache does
+    not use. Where redis-py is installed and not yet imported, that module
+    gets a lazy stand-in that imports the real package on first use (any
+    attribute), so PyTorch's remote caches still work; nothing else sees it
+    (it leaves sys.modules when the import ends)."""
+    import importlib.util
+
+    name = "torch._inductor.codecache"
+    if name in sys.modules:
+        return sys.modules[name]
+    lazy = None
+    if "redis" not in sys.modules and importlib.util.find_spec("redis") is not None:
+        lazy = sys.modules["redis"] = _LazyRedis("redis", "kcache's lazy stand-in (kcache/_torch_adaptor_imports.py)")
+        lazy.__dict__["__kcache_stand_in__"] = True
+    try:
+        return importlib.import_module(name)
+    finally:
+        if lazy is not None and sys.modules.get("redis") is lazy:
+            del sys.modules["redis"]
 
 
 def compiler_modules_imported() -> list[str]:

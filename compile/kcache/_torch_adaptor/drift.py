@@ -10,8 +10,11 @@ import torch
 
 
 def core_required() -> dict[str, bool]:
-    from torch._inductor import codecache
     from torch.compiler import _cache
+
+    from .._torch_adaptor_imports import import_code_cache
+
+    codecache = import_code_cache()  # the first import in a warm job: without redis
 
     return {
         "torch.compiler._cache.CacheArtifactManager.with_fresh_cache": hasattr(

@@ -13,6 +13,8 @@ import json
 import subprocess
 import textwrap
 
+import pytest
+
 from kc_testing import PYTHON, python_env
 
 # What Inductor's generated Python module imports from the compiler
@@ -170,19 +172,34 @@ def test_the_loaders_own_imports_are_stood_in_with_the_same_values():
         import torch
         from kcache import _torch_adaptor_imports as L
 
+        def real_extension():
+            mod = sys.modules.get("torch.utils.cpp_extension")
+            return mod is not None and not L.is_stand_in(mod)
+
         with L.light_imports({}):
             from torch._inductor.decomposition import select_decomp_table as standin_decomp
             from torch.utils.cpp_extension import include_paths, library_paths, TORCH_LIB_PATH
             inside = {"paths": [include_paths(), include_paths(torch_include_dirs=False),
                                 library_paths(), library_paths("cpu", False), TORCH_LIB_PATH],
-                      "imported": L.compiler_modules_imported()}
-            # Asked for something it does not stand in for: the real module.
+                      "imported": L.compiler_modules_imported(), "extension": real_extension()}
+            # Asked for something it does not stand in for (torch 2.14 and
+            # 2.15 read CUDA_HOME in every kernel's loader, and may set it):
+            # the real module answers and takes the write, and the other
+            # stand-ins stay (cpp_extension is a leaf).
+            from torch.utils import cpp_extension as leaf
+            cuda_home = leaf.CUDA_HOME
+            leaf.CUDA_HOME = "/kcache-test"
+            read_back = leaf.CUDA_HOME
+            after_other = [L.compiler_modules_imported(), real_extension()]
+            others_stay = L.is_stand_in(sys.modules.get("torch._inductor.decomposition"))
             from torch.utils.cpp_extension import CppExtension
-            after_other = L.compiler_modules_imported()
         table = standin_decomp()  # after the load: imports the real module
         from torch._inductor import cpp_builder, decomposition
         from torch.utils import cpp_extension as real
+        written = real.CUDA_HOME
+        real.CUDA_HOME = cuda_home
         print(json.dumps({
+            "read_back": read_back, "written": written, "others_stay": others_stay,
             "inside": inside, "after_other": after_other,
             "real_paths": [real.include_paths(), real.include_paths(torch_include_dirs=False),
                            real.library_paths(), real.library_paths("cpu", False), real.TORCH_LIB_PATH],
@@ -193,11 +210,66 @@ def test_the_loaders_own_imports_are_stood_in_with_the_same_values():
             "stand_ins_left": [m for m, mod in list(sys.modules.items()) if L.is_stand_in(mod)],
         }))
         """)
-    assert r["inside"]["imported"] == [], r["inside"]["imported"]
+    assert r["inside"]["imported"] == [] and r["inside"]["extension"] is False, r["inside"]
     assert r["inside"]["paths"] == r["real_paths"]
-    assert r["after_other"] == ["torch.utils.cpp_extension"]
+    assert r["after_other"] == [[], True]
+    assert r["others_stay"] is True
+    assert r["read_back"] == r["written"] == "/kcache-test"
     assert r["same_table"] and r["extension_is_real"]
     assert r["stand_ins_left"] == []
     assert "from torch.utils.cpp_extension import include_paths, TORCH_LIB_PATH" in r["related_args"]
     assert "cpp_extension.include_paths(" in r["device_options"]
     assert "cpp_extension.library_paths(" in r["device_options"]
+
+
+def test_the_code_cache_comes_without_redis_and_pytorchs_redis_cache_still_works(tmp_path):
+    # kcache imports Inductor's code cache (a warm job needs it) without the
+    # redis client its remote-cache module imports; that module gets a lazy
+    # stand-in, and PyTorch's own Redis cache still works through it, here
+    # against a real redis-server. The user's own `import redis` is the real one.
+    import shutil
+    import socket
+
+    pytest.importorskip("redis")
+    binary = shutil.which("redis-server")
+    assert binary, "redis-server is not installed (scripts/setup.sh installs it)"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    redis = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        r = run(f"""
+            import json, os, sys, time
+            import torch
+            from kcache import _torch_adaptor_imports as L
+
+            codecache = L.import_code_cache()
+            from torch._inductor import remote_cache
+            after_import = "redis" in sys.modules
+            stand_in = L.is_stand_in(remote_cache.redis)
+            again = L.import_code_cache() is codecache
+            os.environ.update(TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT="{port}")
+            backend = remote_cache.RedisRemoteCacheBackend("kcache-test")
+            for _ in range(100):  # redis-server starting
+                try:
+                    backend._redis.ping()
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            backend._put("k", b"v")
+            got = backend._get("k")
+            import redis
+            print(json.dumps({{
+                "after_import": after_import, "stand_in": stand_in, "again": again,
+                "got": got.decode() if got else None, "user_real": not L.is_stand_in(redis),
+                "same_class": remote_cache.redis.Redis is redis.Redis,
+                "same_error": remote_cache.redis.exceptions.ConnectionError is redis.exceptions.ConnectionError,
+            }}))
+            """)
+    finally:
+        redis.terminate()
+        redis.wait(10)
+    assert r["after_import"] is False and r["stand_in"] is True and r["again"] is True
+    assert r["got"] == "v"
+    assert r["user_real"] and r["same_class"] and r["same_error"]
