@@ -108,7 +108,7 @@ def median_of(cells: list[dict]) -> dict:
     ordered = sorted(cells, key=lambda c: c["to_first_step_s"])
     cell = dict(ordered[len(ordered) // 2])
     cell["runs_s"] = [c["to_first_step_s"] for c in cells]
-    parts = {f"{k}": [c["breakdown"][k] for c in cells] for k in cells[0]["breakdown"]}
+    parts = {k: [c["breakdown"][k] for c in cells] for k in cells[0]["breakdown"]}
     for k in cells[0].get("kcache", {}):
         parts[k] = [c["kcache"][k] for c in cells]
     cell["breakdown_median"] = {k: round(statistics.median(v), 4) for k, v in parts.items()}
