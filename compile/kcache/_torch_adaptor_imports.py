@@ -58,12 +58,8 @@ torch._inductor.debug is replaced by the real module when that is imported.
 tests/python/compile/test_light_imports.py checks every one of these facts against
 the real modules, so a torch that changes them fails there.
 
-One import is lighter outside the loads: Inductor's code cache, which a
-warm job needs, imports the redis client for PyTorch's own Redis caches
-(about half of its 0.12 s here). `import_code_cache()` imports it with a
-lazy stand-in for redis that Inductor's remote-cache module keeps and that
-imports the real package on first use (the same test file runs PyTorch's
-Redis cache through it against a real redis-server).
+Inductor's code cache itself, which a warm job imports, is lighter too:
+kcache/_torch_adaptor_code_cache.py.
 """
 
 from __future__ import annotations
@@ -296,47 +292,6 @@ def light_imports(table: dict[str, str] | None) -> Iterator[None]:
         yield
     finally:
         _end()
-
-
-# ------------------------------------------------------------ the code cache
-
-
-class _LazyRedis(types.ModuleType):
-    """The redis client package, imported on first use: what Inductor's
-    remote-cache module binds while kcache imports Inductor's code cache."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if sys.modules.get("redis") is self:
-            del sys.modules["redis"]
-        real = importlib.import_module("redis")
-        return getattr(real, name)
-
-
-def import_code_cache() -> types.ModuleType:
-    """torch._inductor.codecache, which a warm process needs to load its
-    regions, without the redis client its import pulls in (about half of
-    its 0.12 s here): Inductor's remote-cache module does `import redis` at
-    import time for PyTorch's own Redis caches, which a job on kcache does
-    not use. Where redis-py is installed and not yet imported, that module
-    gets a lazy stand-in that imports the real package on first use (any
-    attribute), so PyTorch's remote caches still work; nothing else sees it
-    (it leaves sys.modules when the import ends)."""
-    import importlib.util
-
-    name = "torch._inductor.codecache"
-    if name in sys.modules:
-        return sys.modules[name]
-    lazy = None
-    if "redis" not in sys.modules and importlib.util.find_spec("redis") is not None:
-        lazy = sys.modules["redis"] = _LazyRedis("redis", "kcache's lazy stand-in (kcache/_torch_adaptor_imports.py)")
-        lazy.__dict__["__kcache_stand_in__"] = True
-    try:
-        return importlib.import_module(name)
-    finally:
-        if lazy is not None and sys.modules.get("redis") is lazy:
-            del sys.modules["redis"]
 
 
 def compiler_modules_imported() -> list[str]:

@@ -12,7 +12,7 @@ import torch
 def core_required() -> dict[str, bool]:
     from torch.compiler import _cache
 
-    from .._torch_adaptor_imports import import_code_cache
+    from .._torch_adaptor_code_cache import import_code_cache
 
     codecache = import_code_cache()  # the first import in a warm job: without redis
 
