@@ -101,6 +101,19 @@ def run_cell(work: Path, model: str, layers: int, tag: str, compiler: str, induc
     return cell
 
 
+def cpu_facts() -> dict:
+    """The CPU's model and widest x86 vector extension, from /proc/cpuinfo
+    (the report says which kind of host made the figures)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), []))
+    widest = next((f for f in ("avx512f", "avx2", "sse4_2") if f in flags), "other")
+    return {"cpu_model": model, "vector_isa": widest}
+
+
 def median_of(cells: list[dict]) -> dict:
     """The median (by time to first step) of fresh-process runs of one
     setup; every run's time is kept in runs_s, and each part of the
@@ -217,7 +230,7 @@ def main() -> None:
         import importlib.metadata as md
 
         result = {"machine": {"host": platform.node(), "cpus": os.cpu_count(),
-                              "python": platform.python_version()},
+                              "python": platform.python_version(), **cpu_facts()},
                   "versions": {k: md.version(k) for k in ("torch", "transformers", "accelerate")},
                   "repeats": args.repeats,
                   "steps": STEPS, "hidden": HIDDEN, "command": "bench/warmstart/run.py"
