@@ -1,18 +1,19 @@
 """Part of the torch adaptor: importing Inductor's code cache for a warm job
-without two packages that only a new compile or PyTorch's own remote
-caches use.
+without two packages that only AOTInductor packaging or PyTorch's own
+remote caches use.
 
 A warm job needs torch._inductor.codecache (its regions' loaders live
-there). Its import took 0.12-0.19 s here, most of it in two imports a
-loaded region never uses (issue 52; bench/warmstart/importtime_warm_before_issue52.txt
-and docs/precompiled.md, "What a warm start still costs"):
+there). Its plain import took 0.14 s here, about two thirds of it in two
+imports a loaded region never uses (issue 52;
+bench/warmstart/code_cache_import.json and docs/precompiled.md, "What a
+warm start still costs"):
 
-- the redis client (about half of it before the change below): Inductor's remote-cache module does `import
-  redis` for PyTorch's own Redis caches, which a job on kcache does not
-  use. While the code cache is imported, that module gets a lazy stand-in
-  that imports the real package on first use (any attribute); the
-  stand-in leaves sys.modules when the import ends, so the job's own
-  `import redis` gets the real package.
+- the redis client: Inductor's remote-cache module does `import redis`
+  for PyTorch's own Redis caches, which a job on kcache does not use.
+  While the code cache is imported, that module gets a lazy stand-in that
+  imports the real package on first use (any attribute); the stand-in
+  leaves sys.modules when the import ends, so the job's own `import
+  redis` gets the real package.
 - torch.export.pt2_archive's package body: the code cache imports two
   light submodules of it (`_package_weights`, `constants`), and importing
   a submodule runs the package's `__init__`, whose one line imports
