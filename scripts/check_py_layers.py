@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"prewarm", "aoti_prewarm", "__init__"},  # the commands' names; `import kcache`
 ]
 # Modules that belong to another group than their name says.
-GROUP_OF = {"_torch_adaptor_imports": "_torch_adaptor"}
+GROUP_OF = {"_torch_adaptor_imports": "_torch_adaptor", "_torch_adaptor_code_cache": "_torch_adaptor"}
 
 
 def rank_of(group: str) -> int | None:

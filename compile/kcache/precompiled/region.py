@@ -28,6 +28,7 @@ import torch
 from kcache import _torch_adaptor as adaptor
 from kcache.background import NotReady
 from kcache.guards import call_watch
+from kcache.guards.class_memo import ClassMemo
 from kcache.keys.fields import CompileSettings
 from kcache.state import counters
 
@@ -58,7 +59,9 @@ class PrecompiledRegion:
         self.traced = traced  # the traced path for one block: a callable (RegionBackend under torch.compile)
         self.specs: dict[tuple, variants.SpecState] = {}
         self._said: set[str] = set()
-        self.class_memo: dict = {}  # class descriptions, shared by the first calls of its blocks
+        # class descriptions shared by the first calls of its blocks, each
+        # valid while its classes are unchanged (kcache/guards/class_memo.py)
+        self.class_memo = ClassMemo()
 
     def run(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
         """One call of one block: its precompiled function, or the traced path.

@@ -1,0 +1,75 @@
+"""Class descriptions shared by the first calls of a region's blocks, each
+kept only while the classes it describes are unchanged.
+
+A region's blocks are of one class, so their portable checks describe the
+same classes (kcache.guards.describe.describe_class): a memo saves most of
+their cost. But first calls under a new call signature come later (eval
+after training, a new input shape), and a class member may have been
+replaced in between. A plain memo then hands the checks the description
+of before the change, and they pass a stored function compiled from the
+old code: a false hit (found in a warm process that trained one step,
+replaced a method on the block's class, then ran eval: the eval variant's
+checks passed on the stale description and the old code ran).
+
+Each entry here records the version tag of the dict behind every class
+its description covers (the class's MRO, and every class described inside
+it, memo hits included), read when the description was made, and is used
+only while all of them are unchanged; otherwise the class is described
+again. That is the same test the call watches make on every call
+(kcache.guards.call_watch), with the same documented limits: a member
+function whose `__code__` is replaced in place, or a class attribute
+mutated in place, moves no tag.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from kcache import _torch_adaptor as adaptor
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def _tags(cls: type) -> list[tuple[dict, int]]:
+    out = []
+    for c in cls.__mro__:
+        if c is object or c.__flags__ & _IMMUTABLE_TYPE:
+            continue
+        d = gc.get_referents(c.__dict__)[0]
+        out.append((d, adaptor.dict_version(d)))
+    return out
+
+
+class ClassMemo(dict):
+    """The memo describe_class takes (it only calls `get` and sets items
+    keyed by (class, depth)), with entries valid while their classes are
+    unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: list[list[tuple[dict, int]]] = []  # the tags of the descriptions being made
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        entry = super().get(key)
+        if entry is None:
+            return default
+        value, tags = entry
+        if tags is None:  # a description being made: a class whose member is itself
+            return value
+        if any(adaptor.dict_version(d) != v for d, v in tags):
+            del self[key]
+            return default
+        if self._open:
+            self._open[-1].extend(tags)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if super().get(key, (None, ()))[1] is None:  # the description is done
+            tags = self._open.pop()
+            if self._open:
+                self._open[-1].extend(tags)
+            super().__setitem__(key, (value, tags))
+        else:  # its placeholder: the description starts
+            self._open.append(_tags(key[0]))
+            super().__setitem__(key, (value, None))
