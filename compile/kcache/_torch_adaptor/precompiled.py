@@ -245,9 +245,13 @@ def deserialize_aot(data: bytes, f_globals: dict[str, Any],
     from torch._dynamo.aot_compile import AOTCompiledFunction
 
     from .._torch_adaptor_imports import light_imports
+    from . import releases
 
+    # a release's own fix to PyTorch's guard-state unpickling (v2_13.py)
+    unpickling = getattr(releases.facts(torch.__version__) or releases.newest(), "guards_state_unpickling",
+                         contextlib.nullcontext)
     try:
-        with light_imports(extern_kernels), without_header_precompiling():
+        with light_imports(extern_kernels), without_header_precompiling(), unpickling():
             fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
     except Exception as e:  # noqa: BLE001 - another torch, a changed module, bad bytes
         raise PrecompileUnsupported(_first_line(e)) from e

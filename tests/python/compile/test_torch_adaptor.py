@@ -183,3 +183,34 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_guard_state_grads_unpickle_on_every_release():
+    # Drift: 2.13 and 2.14 assign a guarded tensor's pickled grad as it
+    # came (a placeholder where the grad was not in the guard tree), and
+    # their facts module carries the fix 2.15 made upstream; a release with
+    # the fix needs none. A fake tensor unpickled with a placeholder grad
+    # gets None, one with a tensor grad keeps it.
+    import inspect
+
+    from torch._dynamo.guards import GuardsStatePickler, _Missing
+
+    from kcache._torch_adaptor import releases
+
+    facts = releases.facts(torch.__version__) or releases.newest()
+    source = inspect.getsource(GuardsStatePickler._unpickle_tensor)
+    fixed_upstream = "isinstance(grad, torch.Tensor)" in source
+    hook = getattr(facts, "guards_state_unpickling", None)
+    assert (hook is None) == fixed_upstream, (facts.RELEASE, source)
+    assert list(inspect.signature(GuardsStatePickler._unpickle_tensor).parameters) == [
+        "meta_tensor", "device", "pytype", "dispatch_keys_raw", "grad"]
+    meta = torch.empty(3, device="meta", requires_grad=True)
+    keys = torch._C._dispatch_keys(torch.zeros(3)).raw_repr()
+    with hook() if hook else __import__("contextlib").nullcontext():
+        missing = GuardsStatePickler._unpickle_tensor(meta, torch.device("cpu"), torch.Tensor, keys,
+                                                      _Missing("tensor guard tree"))
+        assert missing.grad is None
+    if hook:  # the fault the hook covers, outside it
+        with pytest.raises(TypeError, match="grad"):
+            GuardsStatePickler._unpickle_tensor(meta, torch.device("cpu"), torch.Tensor, keys,
+                                                _Missing("tensor guard tree"))
