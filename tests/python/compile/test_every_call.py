@@ -17,9 +17,9 @@ from kc_testing import PYTHON, python_env
 JOB = __import__("pathlib").Path(__file__).parent / "every_call_job.py"
 
 
-def job(tmp_path, name: str) -> dict:
+def job(tmp_path, name: str, *argv: str) -> dict:
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
-    r = subprocess.run([PYTHON, str(JOB)], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run([PYTHON, str(JOB), *argv], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -40,16 +40,6 @@ def test_a_class_method_replaced_after_the_first_call_runs_the_new_code(tmp_path
         assert any("PatchBlock" in s and "forward" in s for s in r["said"]), r["said"]
 
 
-SPEC_JOB = JOB.parent / "every_call_spec_job.py"
-
-
-def spec_job(tmp_path, name: str, *argv: str) -> dict:
-    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
-    r = subprocess.run([PYTHON, str(SPEC_JOB), *argv], capture_output=True, text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.slow
 def test_a_class_member_replaced_before_another_signatures_first_call_is_seen(tmp_path):
     # The first calls of a region's blocks share class descriptions; one
@@ -58,14 +48,14 @@ def test_a_class_member_replaced_before_another_signatures_first_call_is_seen(tm
     # the eval variant stored by the cold run was compiled from the old
     # member, and before the fix its checks passed on the stale
     # description and the old code ran (kcache/guards/class_memo.py).
-    cold = spec_job(tmp_path, "cold")
+    cold = job(tmp_path, "cold", "signature")
     assert cold["delta"]["misses"] >= 1 and cold["diff"] < 1e-5, cold  # it compiled the eval variant
-    warm = spec_job(tmp_path, "warm")  # positive control: the eval variant is a hit, on the precompiled path
+    warm = job(tmp_path, "warm", "signature")  # positive control: the eval variant is a hit, on the precompiled path
     assert warm["delta"]["hits_node"] >= 1 and warm["delta"]["misses"] == 0, warm
     assert warm["delta"]["precompiled_blocks"] == 4 and warm["delta"]["precompiled_check_failures"] == 0, warm
     # compiled while the grads were set: it loads (torch 2.13 and 2.14 need kcache's unpickling fix)
     assert warm["delta"]["precompiled_fallbacks"] == 0 and warm["delta"]["restore_failures"] == 0, warm
     assert warm["diff"] < 1e-5, warm
-    patched = spec_job(tmp_path, "patched", "patch")
+    patched = job(tmp_path, "patched", "signature", "patch")
     assert patched["delta"]["precompiled_check_failures"] == 4, patched
     assert patched["diff"] < 1e-5, patched
