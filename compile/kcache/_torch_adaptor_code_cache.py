@@ -76,15 +76,16 @@ def import_code_cache() -> types.ModuleType:
             del sys.modules["redis"]
 
 
-def reexports(source: str) -> dict[str, str] | None:
-    """For a package body made only of `from .sub import a, b` lines, an
-    `__all__` list and a docstring: {name: submodule}; None for any other
-    body (it must run for real)."""
+def _plain_body(source: str) -> tuple[dict[str, str], list[str] | None, str | None] | None:
+    """A package body made only of `from .sub import a, b` lines, an
+    `__all__` list and a docstring: ({name: submodule}, __all__, docstring);
+    None for any other body (it must run for real)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
     names: dict[str, str] = {}
+    listed, doc = None, None
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module \
                 and all(a.asname is None and a.name != "*" for a in node.names):
@@ -92,12 +93,18 @@ def reexports(source: str) -> dict[str, str] | None:
         elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"] \
                 and isinstance(node.value, ast.List | ast.Tuple) \
                 and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
-            continue
+            listed = [e.value for e in node.value.elts]
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            continue
+            doc = node.value.value
         else:
             return None
-    return names or None
+    return (names, listed, doc) if names else None
+
+
+def reexports(source: str) -> dict[str, str] | None:
+    """{name: submodule} for a body of plain re-exports (_plain_body), else None."""
+    body = _plain_body(source)
+    return body[0] if body else None
 
 
 def lazy_package(name: str) -> bool:
@@ -116,16 +123,15 @@ def lazy_package(name: str) -> bool:
         source = pathlib.Path(spec.origin).read_text()
     except OSError:
         return False
-    names = reexports(source)
-    if names is None:
+    body = _plain_body(source)
+    if body is None:
         return False
+    names, listed, doc = body
     module = importlib.util.module_from_spec(spec)
-    tree = ast.parse(source)
-    for node in tree.body:  # __all__ and the docstring, as the body would set them
-        if isinstance(node, ast.Assign):
-            module.__all__ = [e.value for e in node.value.elts]
-        elif isinstance(node, ast.Expr):
-            module.__doc__ = node.value.value
+    if listed is not None:  # __all__ and the docstring, as the body would set them
+        module.__all__ = listed
+    if doc is not None:
+        module.__doc__ = doc
 
     def __getattr__(attr: str) -> Any:
         sub = names.get(attr)

@@ -66,7 +66,7 @@ class ClassMemo(dict):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if super().get(key, (None, ()))[1] is None:  # the description is done
-            tags = self._open.pop()
+            tags = list({id(d): (d, v) for d, v in self._open.pop()}.values())  # each dict once
             if self._open:
                 self._open[-1].extend(tags)
             super().__setitem__(key, (value, tags))
