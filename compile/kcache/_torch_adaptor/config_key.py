@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from . import releases
+from . import config_state, releases
 
 
 # Config entries that bound how often Dynamo recompiles, not what any
@@ -28,10 +28,25 @@ _NEUTRAL_CONFIG = frozenset({
 })
 
 
+# (the configuration's state, its fingerprint) when last computed
+_last: list = [None, None]
+
+
 def config_fingerprint() -> str:
-    """Hash of the Inductor, functorch and Dynamo configs that shape code."""
+    """Hash of the Inductor, functorch and Dynamo configs that shape code,
+    recomputed only when they have changed (config_state.py)."""
+    configs = (torch._inductor.config, torch._functorch.config, torch._dynamo.config)
+    now = config_state.state(configs, _stable_repr)
+    if config_state.same(now, _last[0]):
+        return _last[1]
+    fingerprint = _fingerprint(configs)
+    _last[:] = [now, fingerprint]
+    return fingerprint
+
+
+def _fingerprint(configs: tuple) -> str:
     h = hashlib.sha256()
-    for cfg in (torch._inductor.config, torch._functorch.config, torch._dynamo.config):
+    for cfg in configs:
         # save_config_portable() drops fields marked as irrelevant to caching.
         portable = releases.portable_config(cfg)
         items = sorted((k, _stable_repr(v)) for k, v in portable.items() if k not in _NEUTRAL_CONFIG)

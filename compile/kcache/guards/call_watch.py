@@ -70,7 +70,9 @@ class Watch:
         self._classes: set[int] = set()  # classes whose MRO is already in dicts
         self._shared: set[int] = set()  # ids of class dicts and module globals (long-lived, shared)
         self.versions: tuple = ()
-        self.labels: list[str] = []
+        # what each dict is, in words: a str, or (template, name) formatted
+        # when said (most dicts are met many times, said at most once)
+        self.labels: list = []
         # index in dicts -> (keys read, names it may shadow) for dicts read
         # by key; absent for dicts read whole
         self.keyed: dict[int, tuple[set, frozenset]] = {}
@@ -82,14 +84,16 @@ class Watch:
 
     # ---------------------------------------------------------- recording
 
-    def _dict(self, d: dict, label: str, key: Any = _MISSING, shadows: frozenset = frozenset()) -> None:
+    def _dict(self, d: dict, label: Any, key: Any = _MISSING, shadows: Any = frozenset()) -> None:
+        """A dict a check read: whole, or by `key` (`shadows`: the names an
+        instance key may shadow, or the class whose member names they are)."""
         i = self._index.get(id(d))
         if i is None:
             i = self._index[id(d)] = len(self.dicts)
             self.dicts.append(d)
             self.labels.append(label)
             if key is not _MISSING:
-                self.keyed[i] = (set(), shadows)
+                self.keyed[i] = (set(), _member_names(shadows) if isinstance(shadows, type) else shadows)
         entry = self.keyed.get(i)
         if entry is None:
             return
@@ -108,16 +112,14 @@ class Watch:
             if c is not object and not c.__flags__ & _IMMUTABLE_TYPE:
                 d = class_dict(c)
                 self._shared.add(id(d))
-                self._dict(d, f"the members of {c.__module__}.{c.__qualname__}")
+                self._dict(d, ("the members of {}", c))
 
     def _instance(self, obj: Any, name: Any) -> None:
         """An attribute `name` read on `obj` (not a class or module)."""
         cls = type(obj)
         self._class(cls)
-        shadows = _member_names(cls)
-        label = f"the attributes of a {cls.__qualname__}"
         if isinstance(getattr(obj, "__dict__", None), dict):
-            self._dict(obj.__dict__, label, name, shadows)
+            self._dict(obj.__dict__, ("the attributes of a {}", cls), name, cls)
         if isinstance(obj, torch.nn.Module):
             # Submodules by name; a parameter or buffer only where a check
             # read one (the compiled function takes them from the block on
@@ -125,7 +127,7 @@ class Watch:
             for part in ("_modules", "_parameters", "_buffers"):
                 d = obj.__dict__[part]
                 if part == "_modules" or name in d:
-                    self._dict(d, f"the {part[1:]} of a {cls.__qualname__}", name)
+                    self._dict(d, ("the " + part[1:] + " of a {}", cls), name)
 
     def _value(self, value: Any, kind: str, arg: Any) -> None:
         """What a check of `kind` described of its resolved value."""
@@ -135,7 +137,7 @@ class Watch:
         elif kind in ("keys", "length", "contains") and isinstance(value, dict):
             self._dict(value, "a dict a check reads")
         elif kind == "in_dict" and isinstance(getattr(value, "__dict__", None), dict):
-            self._dict(value.__dict__, f"the attributes of a {type(value).__qualname__}")
+            self._dict(value.__dict__, ("the attributes of a {}", type(value)))
         elif kind == "hasattr":
             self._attr(value, arg)
         elif kind in ("value", "object"):
@@ -166,14 +168,14 @@ class Watch:
         elif not isinstance(value, (int, float, str, bool, bytes, type(None), tuple, torch.Tensor)):
             self._class(type(value))
             if isinstance(getattr(value, "__dict__", None), dict):
-                self._dict(value.__dict__, f"the attributes of a {type(value).__qualname__}")
+                self._dict(value.__dict__, ("the attributes of a {}", type(value)))
 
     def _attr(self, obj: Any, name: str) -> None:
         if isinstance(obj, type):
             self._class(obj)
         elif isinstance(obj, types.ModuleType):
             self._shared.add(id(obj.__dict__))
-            self._dict(obj.__dict__, f"the globals of {obj.__name__}", name, _BUILTIN_NAMES)
+            self._dict(obj.__dict__, ("the globals of {}", obj), name, _BUILTIN_NAMES)
         else:
             self._instance(obj, name)
 
@@ -245,7 +247,7 @@ class Watch:
                 read, shadows = entry
                 changed = {k for k in changed if k in read or k in shadows}
             if changed:
-                return f"{self.labels[i]} ({', '.join(sorted(map(str, changed))[:4])})"
+                return f"{_label(self.labels[i])} ({', '.join(sorted(map(str, changed))[:4])})"
         # Nothing a check read: keep the new tags, and copies of the moved
         # dicts only (a dict written on every call costs one copy per call).
         self.versions = now
@@ -256,6 +258,18 @@ class Watch:
 
 
 _PLAIN = (int, float, str, bool, bytes, type(None))
+
+
+def _label(label: Any) -> str:
+    """A dict's label in words: (template, a class, module or text)."""
+    if isinstance(label, str):
+        return label
+    template, what = label
+    if isinstance(what, type):
+        what = what.__qualname__ if template.endswith("of a {}") else f"{what.__module__}.{what.__qualname__}"
+    elif isinstance(what, types.ModuleType):
+        what = what.__name__
+    return template.format(what)
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -341,6 +355,11 @@ def collect(checks: list[dict[str, Any]], block: torch.nn.Module, trace_guard: A
     """The watch for a block whose checks just passed; None when it has
     nothing to watch."""
     w = Watch(trace_guard)
+    # (id(object), name) -> the object, for reads already recorded: checks
+    # share path prefixes (block._modules["attn"]...), and recording a read
+    # twice records nothing new. The object is kept so that its id is not
+    # reused by another within this collection.
+    done: dict[tuple[int, Any], Any] = {}
     for c in checks:
         if c["kind"] == "trace":
             continue
@@ -360,11 +379,14 @@ def collect(checks: list[dict[str, Any]], block: torch.nn.Module, trace_guard: A
                 elif op == "attr":
                     if _is_hook_dict(step[1]):
                         raise _Covered  # kcache.precompiled checks hooks on every call already
-                    w._attr(obj, step[1])
+                    if (id(obj), step[1]) not in done:
+                        done[id(obj), step[1]] = obj
+                        w._attr(obj, step[1])
                     obj = getattr(obj, step[1])
                 elif op == "item":
-                    if isinstance(obj, dict) and not was_copy:
-                        w._dict(obj, f"a dict {c['source']} reads", step[1])
+                    if isinstance(obj, dict) and not was_copy and (id(obj), step[1]) not in done:
+                        done[id(obj), step[1]] = obj
+                        w._dict(obj, ("a dict {} reads", c["source"]), step[1])
                     obj = obj[step[1]]
                 elif op == "type":
                     w.pinned.append((obj, type(obj)))
@@ -374,7 +396,7 @@ def collect(checks: list[dict[str, Any]], block: torch.nn.Module, trace_guard: A
                     obj = dict(obj.__dict__) if op == "typedict" else obj.__mro__
                     copy = op == "typedict"
                 elif op == "vars":
-                    w._dict(vars(obj), f"the attributes of a {type(obj).__qualname__}")
+                    w._dict(vars(obj), ("the attributes of a {}", type(obj)))
                     obj = vars(obj)
                 elif op == "closure":
                     w.parts.append((obj, _function_parts(obj)))
