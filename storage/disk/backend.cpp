@@ -12,6 +12,7 @@
 #include "common/hex.hpp"
 #include "common/sha256.hpp"
 #include "storage/disk/files.hpp"
+#include "storage/disk/publish.hpp"
 #include "storage/disk/rebuild.hpp"
 #include "storage/disk/root_lock.hpp"
 #include "storage/entry_query.hpp"
@@ -145,7 +146,7 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
     }
     sc.entry.pinned = pinned;
     bool replaced = false;
-    Status written = write_sidecar(sc, replaced);
+    Status written = disk::replace_sidecar(layout_, sc, replaced);
     if (replaced) {  // the sidecar says so now, even if its directory's fsync failed
       std::lock_guard lock(mu_);
       if (auto it = index_.find(key); it != index_.end()) it->second.sc.entry.pinned = pinned;
@@ -220,47 +221,8 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
     sc.entry.size = bytes.size();
     sc.entry.created_ms = sc.entry.last_access_ms = now_ms();
     sc.sha256 = to_hex(sha256(bytes));
-    std::string token = disk::random_token();
-    std::string tmp_obj = layout_.tmp() + "/" + key + "." + token + ".obj";
-    std::string tmp_meta = layout_.tmp() + "/" + key + "." + token + ".meta";
-    if (auto s = disk::write_file_synced(tmp_obj, bytes); !s) return s.error();
-    std::string text = encode_sidecar(sc);
-    auto meta_bytes = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-    if (auto s = disk::write_file_synced(tmp_meta, meta_bytes); !s) {
-      ::unlink(tmp_obj.c_str());
-      return s.error();
-    }
-    if (opts_.fault_hook) opts_.fault_hook->before_publish(key);
-    // link() publishes only if absent; rename() would silently overwrite.
-    if (::link(tmp_obj.c_str(), layout_.object(key).c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp_obj.c_str());
-      ::unlink(tmp_meta.c_str());
-      if (err == EEXIST) return PutOutcome::already_present;
-      return disk::errno_error("publish " + key, err);
-    }
-    ::unlink(tmp_obj.c_str());
-    if (::rename(tmp_meta.c_str(), layout_.sidecar(key).c_str()) != 0) {
-      int err = errno;
-      ::unlink(layout_.object(key).c_str());
-      ::unlink(tmp_meta.c_str());
-      return disk::errno_error("commit " + key, err);
-    }
-    Status synced = Ok{};
-    if (int err = opts_.fault_hook ? opts_.fault_hook->dir_sync_errno(key) : 0; err != 0) {
-      synced = disk::errno_error("fsync dir " + layout_.object_dir(key), err);
-    } else {
-      synced = disk::fsync_dir(layout_.object_dir(key));
-    }
-    if (!synced) {
-      // Not known to be durable, so not stored: take the entry back out
-      // (sidecar first, as remove() does). Left in place, it was an entry
-      // that put() called present (link: EEXIST) and get() absent (not
-      // indexed) until a restart.
-      ::unlink(layout_.sidecar(key).c_str());
-      ::unlink(layout_.object(key).c_str());
-      return synced.error();
-    }
+    auto published = disk::publish(layout_, sc, bytes, opts_.fault_hook.get());
+    if (!published || *published != PutOutcome::stored) return published;
     std::lock_guard lock(mu_);
     bytes_ += sc.entry.size;
     tallies_.add(sc.entry);
@@ -399,29 +361,9 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
     return out;
   }
 
-  // Replaces the entry's sidecar with `sc`, durably; `replaced` tells
-  // whether the rename happened (an error after it is the directory's
-  // fsync). The key must be busy.
-  Status write_sidecar(const disk::Sidecar& sc, bool& replaced) {
-    const std::string& key = sc.entry.key;
-    std::string tmp = layout_.tmp() + "/" + key + "." + disk::random_token() + ".meta";
-    std::string text = encode_sidecar(sc);
-    auto data = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-    if (auto s = disk::write_file_synced(tmp, data); !s) return s.error();
-    if (::rename(tmp.c_str(), layout_.sidecar(key).c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      return disk::errno_error("replace sidecar of " + key, err);
-    }
-    replaced = true;
-    return disk::fsync_dir(layout_.object_dir(key));
-  }
-
-  // Writes changed last access / hits back to the sidecars. Each new sidecar
-  // is written to tmp/, then all of them reach the disk (one syncfs), then
-  // each replaces its old one by rename: after a power loss a sidecar is
-  // the old one or the new one, never an empty or partial file (which would
-  // lose its entry at the next start). The stats themselves are advisory.
+  // Writes changed last access / hits back to the sidecars
+  // (disk::write_back: never a partial sidecar); one that could not be
+  // replaced stays dirty, for the next time. The stats are advisory.
   void flush_stats() {
     std::vector<disk::Sidecar> dirty;
     {
@@ -434,21 +376,10 @@ class DiskBackend final : public Backend, public KeepsBreakdown {
       }
     }
     if (dirty.empty()) return;
-    std::vector<std::string> written(dirty.size());  // tmp path, or empty when it could not be written
+    std::vector<bool> replaced = disk::write_back(layout_, dirty);
     for (std::size_t i = 0; i < dirty.size(); ++i) {
       const std::string& key = dirty[i].entry.key;
-      std::string tmp = layout_.tmp() + "/" + key + "." + disk::random_token() + ".meta";
-      std::string text = encode_sidecar(dirty[i]);
-      auto data = std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
-      if (disk::write_file_synced(tmp, data, /*sync=*/false)) written[i] = std::move(tmp);
-    }
-    const bool durable = static_cast<bool>(disk::sync_filesystem(layout_.tmp()));
-    for (std::size_t i = 0; i < dirty.size(); ++i) {
-      const std::string& key = dirty[i].entry.key;
-      if (!written[i].empty()) {
-        if (!durable || ::rename(written[i].c_str(), layout_.sidecar(key).c_str()) != 0) ::unlink(written[i].c_str());
-      }
-      if (written[i].empty() || !durable) {
+      if (!replaced[i]) {
         std::lock_guard lock(mu_);
         if (auto it = index_.find(key); it != index_.end()) it->second.stats_dirty = true;  // next time
       }
