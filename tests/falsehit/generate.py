@@ -266,6 +266,13 @@ class Stack(torch.nn.Module):
 '''
 
 
+# Call signatures a compared call may switch to after the first step
+# (runner.py `--switch-signature`): a signature's first call comes after the
+# mutations, and runs the checks of a variant loaded for it (a class member
+# replaced between training's and eval's first calls was a false hit).
+SIGNATURES = ("eval", "no_grad", "batch")
+
+
 @dataclass
 class Case:
     seed: int
@@ -274,6 +281,19 @@ class Case:
     features: list[str]
     cold: list[str] = field(default_factory=list)  # mutations run in the cold process
     warm: list[list[str]] = field(default_factory=list)  # one list per warm run
+    # per warm run, the compared call's signature: "same" as the first
+    # step's, or one of SIGNATURES (switch_signatures)
+    signatures: list[str] = field(default_factory=list)
+
+
+def switch_signatures(c: Case) -> Case:
+    """Every other warm run compares a call under another signature than
+    its first step's: one of SIGNATURES per case, in turn by seed (any
+    three consecutive seeds cover them all; the case's mutations stay what
+    they were)."""
+    other = SIGNATURES[c.seed % len(SIGNATURES)]
+    c.signatures = ["same" if i % 2 == 0 else other for i in range(len(c.warm))]
+    return c
 
 
 def _value(rng: random.Random) -> str:

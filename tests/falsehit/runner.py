@@ -37,6 +37,12 @@ second step is the one compared with eager, on the same compiled model.
 Its outcomes say what the second call did: "hit" (nothing watched
 changed), "rechecked, hit" (a watched dict changed, the block's checks
 passed again), "fell back", "hit, some blocks fell back" or "missed".
+
+`--switch-signature` (with `--after-first-call`) makes every other warm
+run's compared call one under another call signature than its first
+step's (generate.SIGNATURES: eval mode, no_grad, another batch size; one
+per case), so that the mutations land before that signature's first call:
+its checks run then, on a variant the cold run compiled and stored for it.
 """
 
 from __future__ import annotations
@@ -137,16 +143,39 @@ def _until_switched(compiled, x) -> dict:
             "notes": sorted({j["note"] for j in bg.timeline() if j.get("note")}) if bg else []}
 
 
+def _signature_call(run, model, x, signature: str) -> tuple[list, list]:
+    """One call of `run` under a call signature (generate.SIGNATURES, or
+    "same"): its output and, where it ran a backward, the gradients."""
+    if signature == "batch":
+        x = torch.randn(3, generate.DIM, generator=torch.Generator().manual_seed(1))
+    x = x.clone().requires_grad_(True)
+    if signature == "eval":
+        run.eval()
+        model.eval()
+    try:
+        if signature == "no_grad":
+            with torch.no_grad():
+                return [run(x)], []
+        out = run(x)
+        out.square().mean().backward()
+        return [out.detach()], [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    finally:
+        run.train()
+        model.train()
+
+
 def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
          node: str = "node", before_first: list[str] | None = None, watch: bool = True,
-         background: bool = False) -> dict:
+         background: bool = False, signature: str = "same", prepare: tuple[str, ...] = ()) -> dict:
     """One process: build the case's model, mutate it, eager then kcache.
 
     With `before_first` (the after-first-call mode) only those mutations
     are applied before the compiled model's first step; the rest of
     `mutations` after it, and the second step is compared. With
     `background` (a cold run), the compiled model steps eagerly until its
-    compile worker's regions switch, and the call after that is compared."""
+    compile worker's regions switch, and the call after that is compared.
+    The compared call runs under `signature`; a cold run then calls the
+    compiled model once under each of `prepare`, storing their variants."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
     os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
     os.environ["KCACHE_COLD_START"] = "background" if background else "wait"
@@ -179,13 +208,14 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
         for p in model.parameters():
             p.grad = None
         run = (compiled or kcache.compile_regions(model)) if is_compiled else model
-        out = run(x.clone().requires_grad_(True))
-        out.square().mean().backward()
-        results.append(([out.detach()], [p.grad.clone() for p in model.parameters() if p.grad is not None]))
+        results.append(_signature_call(run, model, x, signature))
     after = kcache.stats()
+    for other in prepare:  # after the counters: the compared call's delta is its own
+        _signature_call(run, model, x, other)
     delta = {k: after[k] - before[k] for k in _KEYS}
     delta["dynamo_frames"] = _dynamo_frames() - dynamo
-    out = {"out_diff": _diff(results[0][0], results[1][0]), "grad_diff": _diff(results[0][1], results[1][1]),
+    out = {"signature": signature,
+           "out_diff": _diff(results[0][0], results[1][0]), "grad_diff": _diff(results[0][1], results[1][1]),
            "grads": len(results[1][1]), "delta": delta,
            "check_failures": [f for o in kcache.api.region_outcomes() for f in o.get("check_failures", [])]}
     if switched is not None:
@@ -224,15 +254,20 @@ def classify(r: dict, traced: bool, after_first: bool = False) -> str:
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
              c: generate.Case | None = None, host_facts: pathlib.Path | None = None,
              after_first: bool = False, watch: bool = True, runs: set[int] | None = None,
-             background: bool = False) -> dict:
+             background: bool = False, switch: bool = False) -> dict:
     c = c or generate.case(seed, warm_runs)
+    if switch:
+        generate.switch_signatures(c)
+    signatures = c.signatures or ["same"] * len(c.warm)
     case_dir = work / c.name
     case_dir.mkdir(parents=True, exist_ok=True)
     if host_facts:  # the node starts knowing its host (kcache/host_facts.py)
         shutil.copytree(host_facts / "host", case_dir / "node" / "host", dirs_exist_ok=True)
     (case_dir / f"{c.name}.py").write_text(c.source)
     t = time.perf_counter()
-    cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced, background=background))
+    prepare = tuple(sorted(set(signatures) - {"same"}))
+    cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced, background=background,
+                                  prepare=prepare))
     cold["seconds"] = round(time.perf_counter() - t, 2)
     warm = []
     for i, mutations in enumerate(c.warm):
@@ -240,7 +275,8 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
             continue
         t = time.perf_counter()
         r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced,
-                                   before_first=c.cold if after_first else None, watch=watch))
+                                   before_first=c.cold if after_first else None, watch=watch,
+                                   signature=signatures[i]))
         r["seconds"] = round(time.perf_counter() - t, 2)
         r["mutations"] = mutations
         r["index"] = i
@@ -268,7 +304,12 @@ def summarize(cases: list[dict]) -> dict:
     for w in warm:
         for kind in mutation_kinds(w["added"]) or ["same as cold"]:
             kinds[kind] = kinds.get(kind, 0) + 1
+    by_signature: dict[str, dict[str, int]] = {}
+    for w in warm:
+        seen = by_signature.setdefault(w.get("signature", "same"), {})
+        seen[w.get("outcome", "error")] = seen.get(w.get("outcome", "error"), 0) + 1
     return {"cases": len(cases), "warm_runs": len(warm), "outcomes": outcomes,
+            "outcomes_by_signature": dict(sorted(by_signature.items())),
             "false_hits": sum(1 for w in warm if w.get("false_hit")),
             "errors": sum(1 for w in warm if "error" in w) + sum(1 for c in cases if "error" in c["cold"]),
             "background_cold": _background_summary(cases),
@@ -307,6 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-start", choices=["wait", "background", "alternate"], default="wait",
                     help="background: each case's cold run compiles in kcache's compile worker (issue 51); "
                          "alternate: even seeds so, odd seeds waiting")
+    ap.add_argument("--switch-signature", action="store_true",
+                    help="with --after-first-call: every other warm run compares a call under another "
+                         "call signature (eval, no_grad or another batch size: one per case)")
+    ap.add_argument("--plain-class-memo", action="store_true",
+                    help="the positive control of --switch-signature: class descriptions shared between "
+                         "first calls without their version tags (as before 2026-12-06)")
     ap.add_argument("--runs", help="only these warm runs of each case, by index (e.g. 1,17): regression tests")
     ap.add_argument("--no-watch", action="store_true",
                     help="the positive control of --after-first-call: no checks after a block's first call")
@@ -319,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="a node directory whose host/ records (Inductor's ISA check verdicts) each "
                          "case's node starts with: the cold process then builds no ISA probes")
     args = ap.parse_args(argv)
+    if args.plain_class_memo:  # inherited by the forked children
+        import kcache.precompiled.region
+
+        kcache.precompiled.region.ClassMemo = dict
     if args.single:
         c = generate.every_kind(args.seed)
         case_dir = pathlib.Path(args.work) / c.name
@@ -335,12 +386,14 @@ def main(argv: list[str] | None = None) -> int:
         cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
                               args.after_first_call, not args.no_watch,
                               {int(i) for i in args.runs.split(",")} if args.runs else None,
-                              args.cold_start == "background" or (args.cold_start == "alternate" and seed % 2 == 0)))
+                              args.cold_start == "background" or (args.cold_start == "alternate" and seed % 2 == 0),
+                              args.switch_signature))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)
     result = {"mode": "traced" if args.traced else "precompiled", "cold_start": args.cold_start,
               "mutate": "after the first call" if args.after_first_call else "between processes",
+              "switch_signature": args.switch_signature, "plain_class_memo": args.plain_class_memo,
               "seed": args.seed,
               "seconds": round(time.perf_counter() - start, 1), "summary": summarize(cases),
               "torch": torch.__version__, "cases": cases}

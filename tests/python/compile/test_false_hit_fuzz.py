@@ -133,15 +133,49 @@ def test_every_kind_of_change_after_the_first_call_is_seen(tmp_path):
 @pytest.mark.slow
 def test_bounded_fuzz_after_the_first_call_finds_no_false_hit(tmp_path):
     """About a minute: the bounded run's seeds (3 generated blocks, 12 warm
-    runs each) mutating after the first step instead of before it."""
-    result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12", "--after-first-call")
+    runs each) mutating after the first step instead of before it; every
+    other run's compared call is under another call signature than the
+    first step's (eval, no_grad or another batch size), whose first call
+    then comes after the mutations (the false hit of a class member
+    replaced between two signatures' first calls)."""
+    result = fuzz(tmp_path, "--seed", "100", "--cases", "3", "--warm", "12", "--after-first-call",
+                  "--switch-signature")
     s = result["summary"]
     assert s["false_hits"] == 0 and s["errors"] == 0, s
     assert s["outcomes"].get("hit", 0) >= 3 and sum(n for k, n in s["outcomes"].items() if k != "hit") >= 3, s
+    switched = {c["warm"][1]["signature"] for c in result["cases"]}
+    assert switched == {"eval", "no_grad", "batch"}, s["outcomes_by_signature"]
     for c in result["cases"]:
         for w in c["warm"]:
             if not w["added"]:
                 assert w["outcome"] == "hit", (c["name"], w)
+                if w["signature"] != "same":
+                    # Positive control: that signature's first call came in
+                    # this run and loaded its stored variant (no trace but
+                    # a trace check's: seed 101 reads a dict by dtype).
+                    assert w["delta"]["precompiled_blocks"] >= 3 and w["delta"]["hits_node"] >= 1, w
+                    assert w["delta"]["dynamo_frames"] == w["delta"]["precompiled_trace_checks"], w
+
+
+@pytest.mark.slow
+def test_a_switched_signature_after_a_class_change_is_no_false_hit(tmp_path):
+    """The run the fuzzer's positive control of `--switch-signature` found
+    (bench/falsehit/control-switch-signature.json: class descriptions shared
+    between first calls without their version tags, as before
+    kcache/guards/class_memo.py): case 204's run 1 replaces the forward of
+    the submodule's class and of a global module's class after the
+    training step, then runs eval, that signature's first call. With the
+    plain memo the stored eval variant ran the old code (0.92 off eager);
+    with class_memo.py the changed classes fail their checks. About a
+    minute (one cold compile of two signatures, one warm run)."""
+    result = fuzz(tmp_path, "--seed", "204", "--cases", "1", "--warm", "18", "--after-first-call",
+                  "--switch-signature", "--runs", "1")
+    w = result["cases"][0]["warm"][0]
+    assert w["signature"] == "eval" and w["added"] == [
+        "m.Sub.forward = m.sub_forward_alt", "type(m.LOCAL).forward = m.local_forward_alt"], w
+    assert not w["false_hit"] and w["outcome"] == "fell back", w
+    assert w["delta"]["precompiled_check_failures"] >= 1 and w["delta"]["hits_node"] >= 1, w
+    assert any("differ from when it was compiled" in f for f in w["check_failures"]), w
 
 
 @pytest.mark.slow
