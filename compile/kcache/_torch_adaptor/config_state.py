@@ -7,10 +7,10 @@ What it reads is each entry's value, found as torch's own `_get_dict`
 finds it: an environment variable's forced value, else the value a user
 set (a ContextVar: `cfg.x = v` and `cfg.patch()` both set it), else the
 environment's default, else the default. The state kept here is, per
-entry, that object (compared by identity) where it is immutable, and its
-text where it is a container: one edited in place keeps its identity, and
-reading a mutable entry gives the user a deep copy of the default (a new
-object, the same text).
+entry, that object (compared by identity) where it is a plain immutable
+value, and its text otherwise: a container or an object edited in place
+keeps its identity, and reading a mutable entry gives the user a deep copy
+of the default (a new object, the same text).
 
 A torch whose configs do not have this layout gets no memo (state() is
 None: the fingerprint is computed on every call); the pinned torch's
@@ -22,11 +22,11 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable
 
-_MUTABLE = (list, dict, set, tuple)  # a tuple may hold a list
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
 def state(configs: tuple, text: Callable[[Any], str]) -> tuple[list, list] | None:
-    """(the immutable values, the texts of the containers) of every entry,
+    """(the plain values, the texts of the others) of every entry,
     or None where the layout is not the one this module knows."""
     from torch.utils import _config_module
 
@@ -45,11 +45,11 @@ def state(configs: tuple, text: Callable[[Any], str]) -> tuple[list, list] | Non
                         value = entry.env_value_default
                         if value is unset:
                             value = entry.default
-                if isinstance(value, _MUTABLE):
-                    objects.append(_MUTABLE)
-                    texts.append(text(value))
-                else:
+                if type(value) in _PLAIN:
                     objects.append(value)
+                else:
+                    objects.append(_PLAIN)
+                    texts.append(text(value))
     except AttributeError:
         return None
     return (objects, texts) if unset is not None else None
