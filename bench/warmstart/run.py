@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -256,6 +257,9 @@ def main() -> None:
                 services.stop_all()
         finally:
             services.stop_all()
+            # Gigabytes per configuration (Inductor dirs, node tiers, stores):
+            # left behind, a few runs filled this machine's disk.
+            shutil.rmtree(work, ignore_errors=True)
         if out != HERE / "results.json":
             return
     import report
