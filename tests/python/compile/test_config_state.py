@@ -9,6 +9,7 @@ memoized fingerprint must equal one computed from scratch.
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -67,7 +68,7 @@ def test_the_memoized_fingerprint_is_never_stale(seed):
                 setattr(cfg, name, getattr(cfg, name) + rng.randint(1, 5))
             elif change == "inplace":
                 cfg, name = rng.choice(lists)
-                originals.setdefault((cfg, name), __import__("copy").deepcopy(getattr(cfg, name)))
+                originals.setdefault((cfg, name), copy.deepcopy(getattr(cfg, name)))
                 value = getattr(cfg, name)  # the user's copy: edited in place, same object
                 if isinstance(value, list):
                     value.append(f"kcache-test-{rng.random()}")
@@ -82,8 +83,7 @@ def test_the_memoized_fingerprint_is_never_stale(seed):
                 assert config_key.config_fingerprint() == before == _fresh()
                 continue
             else:
-                for (cfg, name), value in originals.items():
-                    setattr(cfg, name, value)
+                _restore(originals)
             now = config_key.config_fingerprint()
             assert now == _fresh(), change
             if change != "restore":
@@ -91,6 +91,22 @@ def test_the_memoized_fingerprint_is_never_stale(seed):
             seen.add(now)
         assert len(seen) > 10  # the generator did move the configuration
     finally:
-        for (cfg, name), value in originals.items():
-            setattr(cfg, name, value)
+        _restore(originals)
     assert config_key.config_fingerprint() == _fresh()
+    # Nothing leaks into the tests after this one (clean-clone-31: a dict
+    # entry edited in place after a restore had made the kept original the
+    # live value, and a later compile read the test's int in it).
+    assert all(getattr(cfg, name) == value for (cfg, name), value in originals.items())
+    assert not any("kcache-test" in repr(releases_portable(cfg)) for cfg in CONFIGS)
+
+
+def _restore(originals: dict) -> None:
+    """Each changed entry set back to a copy of its original: the kept
+    original must never become the live value (an edit in place would
+    then change it too)."""
+    for (cfg, name), value in originals.items():
+        setattr(cfg, name, copy.deepcopy(value))
+
+
+def releases_portable(cfg) -> dict:
+    return config_key.releases.portable_config(cfg)
