@@ -97,39 +97,29 @@ def test_max_connections_503_with_retry_after(start_server):
         a.close()
         b.close()
     # The slots come back once the server has seen the closes: retried.
-    refused = []
-
-    def healthy():
-        try:
-            r = srv.get("/healthz", timeout=10)
-        except OSError as e:
-            refused.append(e)
-            return False
-        if r.status == 503:
-            refused.append(r)
-        return r.status == 200
-
-    wait_until(healthy, 30, "no slot came back after two clients left", interval=0.05)
     # The stats request may itself find both slots still held (the server
     # has not yet seen the close of /healthz's connection, or of a or b):
-    # retried, and its refusals counted as the others (clean-clone-30 read a
-    # 503's body here).
-    stats = {}
+    # retried too, its refusals counted as the others (clean-clone-30 read a
+    # 503's body there).
+    refused = []
+    answered = {}
 
-    def stats_served():
-        try:
-            r = srv.get("/v1/stats", timeout=10)
-        except OSError as e:
-            refused.append(e)
-            return False
-        if r.status == 503:
-            refused.append(r)
-            return False
-        stats.update(r.json())
-        return True
+    def served(path):
+        def attempt():
+            try:
+                r = srv.get(path, timeout=10)
+            except OSError as e:
+                refused.append(e)
+                return False
+            if r.status == 503:
+                refused.append(r)
+            answered[path] = r
+            return r.status == 200
+        return attempt
 
-    wait_until(stats_served, 30, "no slot for /v1/stats", interval=0.05)
-    rejected = stats["connections"]["rejected"]
+    wait_until(served("/healthz"), 30, "no slot came back after two clients left", interval=0.05)
+    wait_until(served("/v1/stats"), 30, "no slot for /v1/stats", interval=0.05)
+    rejected = answered["/v1/stats"].json()["connections"]["rejected"]
     answered_503 = sum(1 for r in refused if not isinstance(r, OSError))
     assert 1 + answered_503 <= rejected <= 1 + len(refused), (rejected, refused)
 
