@@ -103,6 +103,9 @@ def main() -> None:
     while step < args.steps or (args.until_switched and not settled() and step < args.max_steps):
         while step > 0 and args.pause_file and os.path.exists(args.pause_file):
             time.sleep(0.05)
+        bg = background.current()
+        print(f"background_job: step {step} at {time.perf_counter() - t0:.2f} s, worker pid "
+              f"{bg.worker.proc.pid if bg and bg.worker else None}", file=sys.stderr, flush=True)
         before = kcache.stats()["eager_block_calls"]
         for m, opt, out in ((model, opts[0], losses), (eager, opts[1], eager_losses)):
             loss = m(ids, labels=ids).loss
