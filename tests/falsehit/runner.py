@@ -367,9 +367,9 @@ def main(argv: list[str] | None = None) -> int:
                          "case's node starts with: the cold process then builds no ISA probes")
     args = ap.parse_args(argv)
     if args.plain_class_memo:  # inherited by the forked children
-        import kcache.precompiled.region
+        import kcache.guards.class_memo
 
-        kcache.precompiled.region.ClassMemo = dict
+        kcache.guards.class_memo.ClassMemo = dict  # the process's memo is made on first use
     if args.single:
         c = generate.every_kind(args.seed)
         case_dir = pathlib.Path(args.work) / c.name

@@ -11,6 +11,7 @@ no AOTAutograd and no Inductor code generation.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -233,6 +234,47 @@ def without_header_precompiling() -> Iterator[None]:
         codecache._precompile_header = real
 
 
+@contextlib.contextmanager
+def same_build_options() -> Iterator[None]:
+    """One CppTorchDeviceOptions per distinct argument list while a region loads.
+
+    PyTorch's loader (CppCodeCache.load_async) builds two of them for every
+    kernel it loads, only to name the kernel's library from their command
+    line: each reads sysconfig, torch's include and library paths and the
+    compiler's settings again (0.6 ms each here; 34 of them, of two argument
+    lists, in a 12-block GPT-2's warm start). Within one load nothing they
+    read changes, so a load reuses the first one built for the same
+    arguments, as a copy whose lists are its own (the loader sets
+    `precompiled_header` on them). Nothing is kept between loads. A torch
+    whose code cache has no CppTorchDeviceOptions gets no memo
+    (tests/python/compile/test_torch_adaptor.py fails loudly on that drift).
+    """
+    from torch._inductor import codecache
+
+    real = getattr(codecache, "CppTorchDeviceOptions", None)
+    if real is None:
+        yield
+        return
+    built: dict[str, Any] = {}
+
+    def options(*args: Any, **kwargs: Any) -> Any:
+        key = repr((args, sorted(kwargs.items())))
+        first = built.get(key)
+        if first is None:
+            first = built[key] = real(*args, **kwargs)
+        out = copy.copy(first)
+        for name, value in vars(first).items():
+            if isinstance(value, list | dict | set):
+                setattr(out, name, copy.copy(value))
+        return out
+
+    codecache.CppTorchDeviceOptions = options
+    try:
+        yield
+    finally:
+        codecache.CppTorchDeviceOptions = real
+
+
 def deserialize_aot(data: bytes, f_globals: dict[str, Any],
                     extern_kernels: dict[str, str] | None = None):
     """An AOTCompiledFunction from serialize_aot's bytes. Runs no Dynamo,
@@ -251,7 +293,8 @@ def deserialize_aot(data: bytes, f_globals: dict[str, Any],
     unpickling = getattr(releases.facts(torch.__version__) or releases.newest(), "guards_state_unpickling",
                          contextlib.nullcontext)
     try:
-        with light_imports(extern_kernels), without_header_precompiling(), unpickling():
+        with light_imports(extern_kernels), without_header_precompiling(), same_build_options(), \
+                unpickling():
             fn = AOTCompiledFunction.deserialize(data, f_globals=f_globals)
     except Exception as e:  # noqa: BLE001 - another torch, a changed module, bad bytes
         raise PrecompileUnsupported(_first_line(e)) from e

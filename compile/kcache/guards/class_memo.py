@@ -1,9 +1,12 @@
-"""Class descriptions shared by the first calls of a region's blocks, each
-kept only while the classes it describes are unchanged.
+"""Class descriptions shared by the first calls of every block in the
+process, each kept only while the classes it describes are unchanged.
 
 A region's blocks are of one class, so their portable checks describe the
-same classes (kcache.guards.describe.describe_class): a memo saves most of
-their cost. But first calls under a new call signature come later (eval
+same classes (kcache.guards.describe.describe_class), and different
+regions share most of theirs (torch.nn.Module's members, the model's
+config class): one memo for the process (`shared()`) saves most of their
+cost. Before 2026-12-06 each region had its own, and nn.Module was
+described again for each of a GPT-2's six regions. But first calls under a new call signature come later (eval
 after training, a new input shape), and a class member may have been
 replaced in between. A plain memo then hands the checks the description
 of before the change, and they pass a stored function compiled from the
@@ -41,6 +44,18 @@ def _tags(cls: type) -> list[tuple[dict, int]]:
     return out
 
 
+_shared: "ClassMemo | None" = None
+
+
+def shared() -> "ClassMemo":
+    """The process's memo (made on first use, so a test's control that
+    swaps the ClassMemo class for a plain dict gets its own)."""
+    global _shared
+    if _shared is None:
+        _shared = ClassMemo()
+    return _shared
+
+
 class ClassMemo(dict):
     """The memo describe_class takes (it only calls `get` and sets items
     keyed by (class, depth)), with entries valid while their classes are
@@ -63,6 +78,15 @@ class ClassMemo(dict):
         if self._open:
             self._open[-1].extend(tags)
         return value
+
+    def abandon(self, key: Any) -> None:
+        """A description that raised midway: its placeholder and its open
+        tags go, so that no later call takes the placeholder for a class
+        being described."""
+        if super().get(key, (None, ()))[1] is None:
+            super().pop(key, None)
+            if self._open:
+                self._open.pop()
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if super().get(key, (None, ()))[1] is None:  # the description is done

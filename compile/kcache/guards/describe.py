@@ -188,16 +188,26 @@ def describe_class(cls: type, depth: int = 0, memo: dict | None = None) -> list:
     if hit is not None:
         return hit
     memo[(cls, depth)] = ["class", _name(cls), "recursive"]  # a class whose member is itself
-    mro = []
-    for c in cls.__mro__:
-        if c is object or c.__flags__ & _IMMUTABLE_TYPE:
-            continue
-        if depth >= _MAX_DEPTH:
-            mro.append([_name(c), "deep"])
-            continue
-        members = [[name, describe(value, depth + 1, memo)] for name, value in sorted(vars(c).items())
-                   if name not in _SKIP_MEMBERS]
-        mro.append([_name(c), digest(members)])
+    try:
+        mro = []
+        for c in cls.__mro__:
+            if c is object or c.__flags__ & _IMMUTABLE_TYPE:
+                continue
+            if depth >= _MAX_DEPTH:
+                mro.append([_name(c), "deep"])
+                continue
+            members = [[name, describe(value, depth + 1, memo)] for name, value in sorted(vars(c).items())
+                       if name not in _SKIP_MEMBERS]
+            mro.append([_name(c), digest(members)])
+    except BaseException:
+        # the placeholder must not outlive this call (a memo may be the
+        # process's: kcache/guards/class_memo.py)
+        abandon = getattr(memo, "abandon", None)
+        if abandon is not None:
+            abandon((cls, depth))
+        else:
+            memo.pop((cls, depth), None)
+        raise
     out = ["class", _name(cls), mro]
     memo[(cls, depth)] = out
     return out

@@ -28,7 +28,7 @@ import torch
 from kcache import _torch_adaptor as adaptor
 from kcache.background import NotReady
 from kcache.guards import call_watch
-from kcache.guards.class_memo import ClassMemo
+from kcache.guards import class_memo
 from kcache.keys.fields import CompileSettings
 from kcache.state import counters
 
@@ -59,9 +59,9 @@ class PrecompiledRegion:
         self.traced = traced  # the traced path for one block: a callable (RegionBackend under torch.compile)
         self.specs: dict[tuple, variants.SpecState] = {}
         self._said: set[str] = set()
-        # class descriptions shared by the first calls of its blocks, each
+        # class descriptions shared by the first calls of all blocks, each
         # valid while its classes are unchanged (kcache/guards/class_memo.py)
-        self.class_memo = ClassMemo()
+        self.class_memo = class_memo.shared()
 
     def run(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
         """One call of one block: its precompiled function, or the traced path.

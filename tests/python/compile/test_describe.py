@@ -67,3 +67,42 @@ def test_what_an_object_computes_decides_its_description():
     assert describe_class(A) != before  # a method replaced at run time
     A.K = 3
     assert describe_class(A)[2][0] != before[2][0]
+
+
+class _Exploding(dict):
+    """A class attribute whose description raises (its items cannot be read)."""
+
+    def items(self):
+        raise RuntimeError("boom")
+
+
+def test_a_description_that_raises_leaves_no_placeholder_in_the_process_memo():
+    """The process shares one class memo between every region's first calls
+    (kcache/guards/class_memo.py). A description that raises midway must
+    not leave its "recursive" placeholder behind for a later call to take
+    as the class's description, nor an open frame that would swallow the
+    tags of the next one."""
+    from kcache.guards.class_memo import ClassMemo
+
+    class Inner:
+        table = _Exploding(a=1)
+
+    class Outer:
+        inner = Inner
+
+        def forward(self):
+            return 1
+
+    for memo in (ClassMemo(), {}):
+        for _ in range(2):
+            try:
+                describe_class(Outer, 0, memo)
+            except RuntimeError:
+                pass
+            else:
+                raise AssertionError("the exploding attribute was not read")
+            assert not memo and not getattr(memo, "_open", [])
+        Inner.table = {"a": 1}
+        fresh = describe_class(Outer, 0, {})
+        assert describe_class(Outer, 0, memo) == fresh and memo.get((Outer, 0)) == fresh
+        Inner.table = _Exploding(a=1)

@@ -214,3 +214,38 @@ def test_guard_state_grads_unpickle_on_every_release():
         with pytest.raises(TypeError, match="grad"):
             GuardsStatePickler._unpickle_tensor(meta, torch.device("cpu"), torch.Tensor, keys,
                                                 _Missing("tensor guard tree"))
+
+
+def test_a_load_builds_each_kernels_build_options_once_and_the_same():
+    """same_build_options (kcache/_torch_adaptor/precompiled.py): while a
+    region loads, PyTorch's loader gets one CppTorchDeviceOptions per
+    argument list, copied, with the command line a fresh one has; outside
+    a load the real class is back. Fails loudly when PyTorch's code cache
+    stops building its options through that name."""
+    from torch._inductor import codecache, cpp_builder
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    from kcache._torch_adaptor.precompiled import same_build_options
+
+    real = codecache.CppTorchDeviceOptions
+    assert real is cpp_builder.CppTorchDeviceOptions, "PyTorch's loader builds its options elsewhere now"
+
+    def line(o):
+        return cpp_builder.CppBuilder(name="o", sources="i", BuildOption=o).get_command_line()
+
+    built = []
+    original = real.__init__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(real, "__init__", lambda self, *a, **k: (built.append(k), original(self, *a, **k))[1])
+        args = [{"vec_isa": pick_vec_isa(), "device_type": "cpu", "compile_only": c} for c in (True, False)]
+        fresh = [line(real(**a)) for a in args]
+        built.clear()
+        with same_build_options():
+            first = [codecache.CppTorchDeviceOptions(**a) for a in args]
+            again = [codecache.CppTorchDeviceOptions(**a) for a in args]
+            again[0].precompiled_header = "x.gch"
+            again[0]._cflags.append("-DMINE")
+        assert len(built) == 2  # one per argument list
+        assert [line(o) for o in first] == fresh and line(again[1]) == fresh[1]
+        assert "-DMINE" not in line(first[0]) and first[0].precompiled_header is None
+        assert codecache.CppTorchDeviceOptions is real
