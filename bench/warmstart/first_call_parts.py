@@ -6,7 +6,11 @@ checks (kcache.precompiled.checks.checked), the region index's keys
 Each part's time in the job itself, and then, replayed on the same
 blocks after the job (gc off, minimum of REPLAYS rounds, steadier than
 one job's timing), the collection of all blocks' watches and one config
-fingerprint (memoized, and computed afresh).
+fingerprint (memoized, and computed afresh), and the portable checks of
+all blocks' first calls with a class memo per region (as before session
+30) and one for the process (kcache/guards/class_memo.py). PyTorch's
+kernel loader's build options are counted and timed in the job
+(kcache/_torch_adaptor/precompiled.py same_build_options).
 
     # after one cold run has filled $N (KCACHE_LOCAL_DIR):
     KCACHE_LOCAL_DIR=$N .venv/bin/python bench/warmstart/first_call_parts.py --layers 24 --out first_call_parts.json
@@ -74,7 +78,30 @@ def main() -> None:
 
     collect = call_watch.collect
     timed(call_watch, "collect", "collect", capture=True)
+    checked_calls: list[tuple] = []  # (region name, checks, f_locals) of every portable check run
+    real_checked = checks.checked
+
+    def checked(region, state, variant, compiled, block, a, k):
+        if compiled is not None:
+            checked_calls.append((region.name, compiled[1], {"block": block, "args": a, "kwargs": k}))
+        return real_checked(region, state, variant, compiled, block, a, k)
+
+    checks.checked = checked
     timed(checks, "checked", "checks")
+    # PyTorch's kernel loader's build options: how many are built in the job, and their time
+    from torch._inductor import cpp_builder
+
+    real_options_init = cpp_builder.CppTorchDeviceOptions.__init__
+
+    def options_init(self, *a, **k):
+        start = time.perf_counter()
+        try:
+            real_options_init(self, *a, **k)
+        finally:
+            seconds["build_options"] += time.perf_counter() - start
+            calls["build_options"] += 1
+
+    cpp_builder.CppTorchDeviceOptions.__init__ = options_init
     timed(variants, "index_for", "index_for")
     timed(variants, "variant_key", "variant_key")
     timed(adaptor, "config_fingerprint", "config_fingerprint")
@@ -103,6 +130,19 @@ def main() -> None:
                 for checks_, block in captured:
                     fn(checks_, block)
                 rounds[way].append(time.perf_counter() - start)
+        # the portable checks of every block's first call: a class memo per
+        # region (before 2026-12-06's session 30) against one for the process
+        from kcache.guards import portable_checks
+        from kcache.guards.class_memo import ClassMemo
+
+        memo_rounds: dict[str, list[float]] = {"memo per region": [], "memo per process": []}
+        for _ in range(REPLAYS):
+            for way in memo_rounds:
+                memos: dict = collections.defaultdict(ClassMemo)
+                start = time.perf_counter()
+                for name, checks_, f_locals in checked_calls:
+                    portable_checks.first_failure(checks_, f_locals, memos[name if way == "memo per region" else ""])
+                memo_rounds[way].append(time.perf_counter() - start)
         from kcache._torch_adaptor import config_key
 
         fp = []
@@ -129,6 +169,7 @@ def main() -> None:
             "precompiled_blocks": stats.get("precompiled_blocks"),
             "first_call_seconds": round(stats.get("precompiled_first_call_seconds", 0.0), 4),
             "replay_collect_all_blocks_min_s": {way: round(min(r), 5) for way, r in rounds.items()},
+            "replay_portable_checks_all_blocks_min_s": {w: round(min(r), 5) for w, r in memo_rounds.items()},
             "replay_config_fingerprint_min_s": round(min(fp), 6),
             "replay_config_fingerprint_fresh_min_s": round(min(fresh), 6) if fresh else None,
             "replays": REPLAYS,
