@@ -6,7 +6,10 @@ same classes (kcache.guards.describe.describe_class), and different
 regions share most of theirs (torch.nn.Module's members, the model's
 config class): one memo for the process (`shared()`) saves most of their
 cost. Before 2026-12-06 each region had its own, and nn.Module was
-described again for each of a GPT-2's six regions. But first calls under a new call signature come later (eval
+described again for each of a GPT-2's six regions. The memo holds the
+classes it describes for the life of the process.
+
+But first calls under a new call signature come later (eval
 after training, a new input shape), and a class member may have been
 replaced in between. A plain memo then hands the checks the description
 of before the change, and they pass a stored function compiled from the
