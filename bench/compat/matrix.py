@@ -35,9 +35,9 @@ def warmstart() -> None:
              *sorted((HERE.parent / "warmstart").glob("results-torch*.json"))]
     print()
     print("| torch | transformers | cold regional | PyTorch warm dir | PyTorch remote | kcache traced "
-          "| kcache precompiled | cold / precompiled | precompiled warm: traces, FX misses, compiler imported "
+          "| kcache precompiled | cold / precompiled | warm dir / precompiled | precompiled warm: traces, FX misses, compiler imported "
           "| same losses | result |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f in files:
         r = json.loads(f.read_text())
         row = next(x for x in r["rows"] if (x["model"], x["layers"]) == ("gpt2", 12))
@@ -50,8 +50,9 @@ def warmstart() -> None:
         clean = p["dynamo_traces"] == 0 and p["fxgraph_miss"] == 0 and not p["compiler_modules"]
         same = p["losses"] == c["kcache_precompiled_cold"]["losses"]
         print(f"| {r['versions']['torch']} | {r['versions']['transformers']} | "
-              + " | ".join(f"{v:.1f} s" for v in o.values())
+              + " | ".join(f"{v:.2f} s" for v in o.values())
               + f" | {o['cold_regional'] / max(o['kcache_precompiled'], 1e-3):.1f}x "
+              f"| {o['pytorch_warm_dir'] / max(o['kcache_precompiled'], 1e-3):.1f}x "
               f"| {p['dynamo_traces']}, {p['fxgraph_miss']}, {'no' if not p['compiler_modules'] else 'yes'}"
               f"{'' if clean else ' (NOT clean)'} | {'yes' if same else 'NO'} "
               f"| bench/warmstart/{f.name} ({row['date']}, median of {r.get('repeats', 5)}) |")
