@@ -10,7 +10,8 @@ fingerprint (memoized, and computed afresh), and the portable checks of
 all blocks' first calls with a class memo per region (as before session
 30) and one for the process (kcache/guards/class_memo.py). PyTorch's
 kernel loader's build options are counted and timed in the job
-(kcache/_torch_adaptor/precompiled.py same_build_options).
+(kcache/_torch_adaptor/precompiled.py same_build_options; its control,
+`--without-options-memo`, builds them as PyTorch does).
 
     # after one cold run has filled $N (KCACHE_LOCAL_DIR):
     KCACHE_LOCAL_DIR=$N .venv/bin/python bench/warmstart/first_call_parts.py --layers 24 --out first_call_parts.json
@@ -47,6 +48,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--label", default="")
     p.add_argument("--against", help="a git revision whose call_watch.collect the replay alternates with")
+    p.add_argument("--without-options-memo", action="store_true",
+                   help="the control: loads build their kernels' options as PyTorch does (no same_build_options)")
     args = p.parse_args()
     command = " ".join(["python", "bench/warmstart/first_call_parts.py", *sys.argv[1:]])
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp())
@@ -102,6 +105,12 @@ def main() -> None:
             calls["build_options"] += 1
 
     cpp_builder.CppTorchDeviceOptions.__init__ = options_init
+    if args.without_options_memo:
+        import contextlib
+
+        import kcache._torch_adaptor.precompiled as precompiled
+
+        precompiled.same_build_options = contextlib.nullcontext
     timed(variants, "index_for", "index_for")
     timed(variants, "variant_key", "variant_key")
     timed(adaptor, "config_fingerprint", "config_fingerprint")
@@ -166,6 +175,7 @@ def main() -> None:
             "label": args.label, "kcache_file": kcache.__file__, "machine": platform.processor() or platform.machine(),
             "model": args.model, "layers": args.layers,
             "in_the_job_s": {k: round(v, 4) for k, v in seconds.items()}, "calls": dict(calls),
+            "options_memo": not args.without_options_memo,
             "precompiled_blocks": stats.get("precompiled_blocks"),
             "first_call_seconds": round(stats.get("precompiled_first_call_seconds", 0.0), 4),
             "replay_collect_all_blocks_min_s": {way: round(min(r), 5) for way, r in rounds.items()},

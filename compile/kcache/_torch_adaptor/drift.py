@@ -46,7 +46,9 @@ def core_required() -> dict[str, bool]:
             torch._inductor.config.aot_inductor, "package_constants_in_so"),
         "torch._inductor.cpu_vec_isa.VecISA.check_build(self, code)": _has_isa_checks(),
         "torch._inductor.codecache._precompile_header (called by CppCodeCache.load_async)":
-            _loader_precompiles_headers(),
+            _loader_calls("_precompile_header"),
+        "torch._inductor.codecache.CppTorchDeviceOptions (built by CppCodeCache.load_async)":
+            _loader_calls("CppTorchDeviceOptions"),
     }
 
 
@@ -70,13 +72,16 @@ def _has_call_free_shortcut() -> bool:
         "dynamo_utils.count_calls(gm.graph) == 0" in src
 
 
-def _loader_precompiles_headers() -> bool:
+def _loader_calls(name: str) -> bool:
+    """Whether PyTorch's kernel loader calls codecache's `name` through the
+    module's global (what kcache's load window replaces:
+    _torch_adaptor/precompiled.py)."""
     import inspect
 
     from torch._inductor import codecache
 
-    return callable(getattr(codecache, "_precompile_header", None)) and \
-        "_precompile_header(" in inspect.getsource(codecache.CppCodeCache.load_async)
+    return callable(getattr(codecache, name, None)) and \
+        f"{name}(" in inspect.getsource(codecache.CppCodeCache.load_async)
 
 
 def _has_isa_checks() -> bool:
