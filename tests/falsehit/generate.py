@@ -309,6 +309,27 @@ def every_kind(seed: int = 0) -> Case:
     return out
 
 
+# One run-time change of each module global the all-features block reads
+# (a float, a bool, a registry entry holding a lambda, a global function
+# replaced by a lambda, a global read by a nested function and that
+# function, an object of a local class and that class's forward):
+# globals_changed's cold run.
+GLOBAL_CHANGES = ["m.SCALE = 0.5", "m.FLAG = not m.FLAG", "m.TABLE['act'] = lambda x: x - 1.0",
+                  "m.helper = lambda x: x * -1.0", "m.INNER = 9.0", "m.inner = m.inner_alt",
+                  "m.LOCAL = m.make_local(-2.0)", "type(m.LOCAL).forward = m.local_forward_alt"]
+
+
+def globals_changed(seed: int = 0) -> Case:
+    """The all-features case with every module global changed before the
+    cold run (a compile worker must install them: kcache/background/
+    global_state.py); warm once with the same changes (must hit), once
+    with none (import-time values: must not), once with one more."""
+    out = case(seed, 0, features=sorted(set(STEPS) - TRACE_CHECKED) + sorted(LOCAL_STEPS))
+    out.name, out.cold = f"fz_globals_{seed}", list(GLOBAL_CHANGES)
+    out.warm = [list(GLOBAL_CHANGES), [], GLOBAL_CHANGES + ["m.SCALE = -2.0"]]
+    return out
+
+
 def case(seed: int, warm_runs: int, features: list[str] | None = None) -> Case:
     """Case `seed`: its module's source and `warm_runs` lists of mutations.
 

@@ -6,7 +6,10 @@ Read in this order:
 - nowait.py: the store a region builds through in this mode: a stored key
   is fetched, a missing one raises NotReady instead of compiling here;
 - skeleton.py: what the worker is sent (a weightless copy of the block,
-  its call's tensors as specs, grad mode, autocast and compile settings);
+  its call's tensors as specs, grad mode, autocast and compile settings),
+  with functions.py (functions by name or by code), class_state.py (the
+  block's classes as the rank has them) and global_state.py (the module
+  globals its code reads, as the rank has them);
 - wire.py: the framed messages between the rank and its worker;
 - worker_process.py: the worker seen from the rank (spawn, send, poll,
   memory bound, deadline, death);

@@ -28,7 +28,7 @@ def _key(cls: type) -> tuple[str, str]:
     return cls.__module__, cls.__qualname__
 
 
-def _classes(block: torch.nn.Module) -> list[type]:
+def classes_of(block: torch.nn.Module) -> list[type]:
     seen: dict[tuple[str, str], type] = {}
     for m in block.modules():
         for c in describe.mro_of(type(m)):
@@ -36,11 +36,9 @@ def _classes(block: torch.nn.Module) -> list[type]:
     return list(seen.values())
 
 
-def capture(block: torch.nn.Module) -> dict:
-    """{class key: {member: (digest, frozen member or None)}} for every
-    class of the block's modules (their MROs)."""
+def _members(classes: list[type]) -> dict:
     out = {}
-    for cls in _classes(block):
+    for cls in classes:
         members = {}
         for name, digest in describe.member_digests(cls).items():
             value = vars(cls)[name]
@@ -53,17 +51,49 @@ def capture(block: torch.nn.Module) -> dict:
     return out
 
 
-def apply(block: torch.nn.Module, state: dict) -> list[str]:
-    """Installs the rank's members that differ here and can be; the
-    members that still differ ("module.Class.member"), none when the
-    classes agree. (Installed first, compared after: one class's member
-    can describe another class.)"""
-    classes = _classes(block)
+def capture(block: torch.nn.Module) -> dict:
+    """{class key: {member: (digest, frozen member or None)}} for every
+    class of the block's modules (their MROs)."""
+    return _members(classes_of(block))
+
+
+def capture_named(classes: list[type]) -> list[tuple[tuple, dict]]:
+    """Other classes (those of objects the block's code reads from module
+    globals: global_state.py), each with a reference the worker resolves
+    (functions.class_ref); classes with none are left out."""
+    out = []
+    for cls in classes:
+        ref = functions.class_ref(cls)
+        if ref is not None:
+            out.append((ref, _members(describe.mro_of(cls))))
+    return out
+
+
+def apply_named(named: list[tuple[tuple, dict]]) -> None:
+    """Installs what capture_named sent, where the worker resolves it."""
+    for ref, state in named:
+        try:
+            cls = functions.thaw(ref)
+        except Exception:  # noqa: BLE001 - not here: the portable checks decide
+            continue
+        _install(describe.mro_of(cls), state)
+
+
+def _install(classes: list[type], state: dict) -> None:
     for cls in classes:
         have = describe.member_digests(cls)
         for name, (digest, frozen) in state.get(_key(cls), {}).items():
             if have.get(name) != digest and frozen is not None:
                 setattr(cls, name, functions.thaw(frozen))
+
+
+def apply(block: torch.nn.Module, state: dict) -> list[str]:
+    """Installs the rank's members that differ here and can be; the
+    members that still differ ("module.Class.member"), none when the
+    classes agree. (Installed first, compared after: one class's member
+    can describe another class.)"""
+    classes = classes_of(block)
+    _install(classes, state)
     differ = []
     for cls in classes:
         want = state.get(_key(cls))

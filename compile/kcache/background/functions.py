@@ -8,11 +8,9 @@ cannot be pickled by reference. Frozen here: its code (marshal: the
 compile worker runs the same interpreter), its module's name (the thawed
 function's globals are that module as the worker imports it), defaults,
 keyword defaults and closure cells, each frozen in turn; anything else by
-pickle. Used for the block's classes (class_state.py) and for the block
-and its call (skeleton.py). Globals are not carried: a module global the
-rank changed at run time is the worker's import-time value, and the
-portable checks (recorded in the worker, checked on the rank's live
-block) or the key the worker compares decide whether that region is used.
+pickle. Used for the block's classes (class_state.py), the module
+globals its code reads (global_state.py), and the block and its call
+(skeleton.py).
 
 A class defined inside a function (as the `kernels` package makes its
 layers) is not frozen: it pickles by a name its module binds to it at
@@ -65,6 +63,16 @@ def module_alias(cls: type) -> str | None:
         if value is cls:
             return name
     return None
+
+
+def class_ref(cls: type) -> tuple | None:
+    """A frozen reference to a class that thaws to the worker's own: by
+    module and qualname, or by the module-level name bound to it; None
+    when another process cannot reach it."""
+    if importable(cls):
+        return ("import", cls.__module__, cls.__qualname__)
+    name = module_alias(cls)
+    return None if name is None else ("import", cls.__module__, name)
 
 
 def _freeze(value: Any, memo: dict[int, int]) -> tuple:

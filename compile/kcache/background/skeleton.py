@@ -13,6 +13,9 @@ rebuilds it: the block without its weights, the call's tensors as specs.
   (adaptor.config_snapshot).
 - The block's classes as the rank has them (class_state: members added or
   replaced at run time, such as transformers' nn.Module.smart_apply).
+- The module globals the block's code can read, as the rank has them
+  (global_state: `m.SCALE = 0.5`, a registry entry replaced at run time),
+  installed in the worker on each attempt.
 
 Functions the block holds that another process cannot import (closures,
 lambdas, hooks) go by their code (functions.py). A block the worker
@@ -37,7 +40,7 @@ from torch.utils import _pytree as pytree
 
 from kcache import _torch_adaptor as adaptor
 
-from . import class_state, functions
+from . import class_state, functions, global_state
 
 SMALL_TENSOR = 1 << 20
 _DEVICE_TYPES = ("cpu", "cuda")
@@ -134,7 +137,7 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
         call = pytree.tree_map_only(torch.Tensor, _tensor_arg, (args, kwargs))
         payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
                    "buffers": buffers, "call": call, "context": _context(),
-                   "classes": class_state.capture(block)}
+                   "classes": class_state.capture(block), "globals": global_state.capture(block)}
         return functions.dumps(payload)
     except NotReproducible:
         raise
@@ -158,20 +161,23 @@ def rebuild(data: bytes) -> tuple[torch.nn.Module, tuple, dict, dict]:
         for name, value in payload["buffers"].items():
             named[name].copy_(value)
     args, kwargs = pytree.tree_map_only((TensorSpec, TensorValue), lambda s: s.make(), payload["call"])
-    context = dict(payload["context"])
+    context = dict(payload["context"], globals=payload.get("globals", {}))
     context["classes_differ"] = class_state.apply(block, payload["classes"])
     return block, args, kwargs, context
 
 
 class applied:
-    """The rank's grad mode, autocast, default dtype and configs, here."""
+    """The rank's grad mode, autocast, default dtype, configs and module
+    globals, here (the globals stay: the next job installs its own)."""
 
     def __init__(self, context: dict) -> None:
         self.context = context
         self.stack: list = []
+        self.installed: list[str] = []
 
     def __enter__(self) -> list[str]:
         c = self.context
+        self.installed = global_state.apply(c.get("globals", {}))
         failed = adaptor.config_restore(c["configs"])
         self.saved_dtype = torch.get_default_dtype()
         torch.set_default_dtype(c["default_dtype"])
