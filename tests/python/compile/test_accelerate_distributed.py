@@ -6,7 +6,13 @@ counters), with the host compiler running (the positive control); a
 restart wave, in fresh directories as restarted containers have, builds no
 kernel, has no FX-graph or AOTAutograd cache miss, and trains to the same
 loss at every step on every rank. Under FSDP2 every rank keys the same
-regions (the keys are rank-independent under sharding)."""
+regions (the keys are rank-independent under sharding).
+
+DDP in background mode (kcache's default with a server, docs/cold-start.md):
+the cold wave's ranks train from their first step with their blocks eager
+while their compile workers build the regions, then switch, each region
+compiled once cluster-wide and none on a rank's training thread; the
+restart wave has no eager step and builds nothing."""
 
 from __future__ import annotations
 
@@ -32,18 +38,18 @@ def codegen_runs(log) -> int:
     return n
 
 
-def wave(tmp_path, script, server, cxx, name):
+def wave(tmp_path, script, server, cxx, name, *extra, cold_start="wait"):
     wrapper, log = cxx
     log.unlink(missing_ok=True)
     out = tmp_path / f"out-{name}"
     for r in range(RANKS):  # each rank's node knows its host (kc_testing.seed_node)
         seed_node(tmp_path / f"node-{name}" / f"rank-{r}")
     env = python_env(KCACHE_URL=server.url, KCACHE_PRECOMPILED="1", CXX=str(wrapper), KCACHE_TEST_CXX_LOG=str(log),
-                     OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
+                     OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1", KCACHE_COLD_START=cold_start)
     before = server.metrics()
     proc = subprocess.run(
         [PYTHON, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}",
-         "--max-restarts=0", str(REPO / "examples" / script), "--out", str(out),
+         "--max-restarts=0", str(REPO / "examples" / script), *extra, "--out", str(out),
          "--inductor-dir", str(tmp_path / f"inductor-{name}" / "rank-{rank}"),
          "--node-dir", str(tmp_path / f"node-{name}" / "rank-{rank}")],
         capture_output=True, text=True, env=env, timeout=900)
@@ -91,3 +97,51 @@ def test_cold_wave_then_restart_wave(tmp_path, cxx_wrapper, script, model_class)
         inductor, aot = r["counters"].get("inductor", {}), r["counters"].get("aot_autograd", {})
         assert inductor.get("fxgraph_cache_miss", 0) == 0 and aot.get("autograd_cache_miss", 0) == 0
     assert [r["losses"] for r in restart] == [r["losses"] for r in cold]
+
+
+@pytest.mark.slow
+def test_ddp_in_background_mode_trains_from_its_first_step(tmp_path, cxx_wrapper):  # noqa: F811
+    """About two minutes: torchrun with two ranks (1-layer GPT-2), the cold
+    wave stepping until every rank runs every block compiled (the ranks
+    agree each step: examples/accelerate_job.py --until-compiled), then a
+    restart wave of three steps."""
+    server = ServerProcess(tmp_path)
+    args = ("--layers", "1")
+    try:
+        cold, cold_server, cold_builds = wave(tmp_path, "accelerate_ddp.py", server, cxx_wrapper, "cold",
+                                              *args, "--until-compiled", cold_start="")
+        restart, restart_server, restart_builds = wave(tmp_path, "accelerate_ddp.py", server, cxx_wrapper,
+                                                       "restart", *args, cold_start="")
+    finally:
+        server.stop()
+
+    assert all(r["model_class"] == "DistributedDataParallel" for r in cold + restart)
+    keys = sorted(x["key"] for x in cold[0]["regions"])
+    assert keys and all(sorted(x["key"] for x in r["regions"]) == keys for r in cold + restart)
+    for r in cold:
+        bg = {k: r["kcache"][k] for k in ("eager_block_calls", "regions_switched", "background_refusals",
+                                           "background_faults", "background_compile_seconds")}
+        # The first step ran eagerly (no rank waited for a compile), a later
+        # one with every block compiled; nothing refused or lost.
+        assert r["eager_steps"][0] == 0 and r["eager_steps"][-1] < len(r["losses"]) - 1, r["eager_steps"]
+        assert bg["eager_block_calls"] > 0 and bg["regions_switched"] == len(keys), bg
+        assert bg["background_refusals"] == 0 and bg["background_faults"] == 0, bg
+        assert all(j["state"] == "switched" for j in r["timeline"]), r["timeline"]
+        # The rank's own thread compiled nothing and traced nothing: its
+        # workers did (their compile seconds, the host compiler's builds).
+        assert r["kcache"]["client"]["compiles"] == 0 and r["kcache"]["client"]["lease_waits"] == 0
+        assert r["counters"].get("stats", {}).get("unique_graphs", 0) == 0, r["counters"].get("stats")
+    assert sum(r["kcache"]["background_compile_seconds"] for r in cold) > 0 and cold_builds > 0
+    # Each region compiled once cluster-wide (a lease per region, and the
+    # machine-facts record's), nobody waited on a lease.
+    assert len(keys) <= cold_server["kcache_leases_granted_total"] <= len(keys) + 2, cold_server
+    assert cold_server["kcache_leases_waited_total"] == 0
+    assert cold_server["kcache_eager_block_calls_total"] == sum(r["kcache"]["eager_block_calls"] for r in cold)
+
+    # Restart: no eager step, nothing built, leased or traced; its losses
+    # those of the cold wave's first steps (eager then) to 1e-4.
+    assert restart_builds == 0 and restart_server["kcache_leases_granted_total"] == 0
+    for r, c in zip(restart, cold):
+        assert r["eager_steps"] == [] and r["kcache"]["eager_block_calls"] == 0, r["eager_steps"]
+        assert r["counters"].get("stats", {}).get("unique_graphs", 0) == 0
+        assert all(abs(a - b) <= 1e-4 for a, b in zip(r["losses"], c["losses"])), (r["losses"], c["losses"][:3])
