@@ -99,7 +99,7 @@ def notes(data: dict) -> list[str]:
                          for v in rev) + "."])
 
 
-MODES = ("ddp", "fsdp2", "deepspeed-z2", "deepspeed-z3", "ddp-background")
+MODES = ("ddp", "fsdp2", "deepspeed-z2", "deepspeed-z3", "ddp-background", "deepspeed-z2-background")
 
 
 def write(results_path: Path, report_path: Path) -> None:
@@ -122,7 +122,7 @@ def write(results_path: Path, report_path: Path) -> None:
              "cold wave's count includes DeepSpeed's own JIT build of its shared-memory op when the "
              "machine's torch-extensions cache is empty. Ready times are wall seconds on a 2-core "
              "machine shared with other work: compare counters, not times. \"All ranks ready\" is the end of "
-             "every rank's first backward; in a cold wave that does not wait (ddp-background) that "
+             "every rank's first backward; in a cold wave that does not wait (the -background modes) that "
              "first step ran eagerly, and \"every block compiled\" is when every rank's last eager step "
              "ended (rows from before it was recorded leave it empty).", "",
              "| mode | N | accelerate / transformers | wave | model as prepared | all ranks ready (s) | "

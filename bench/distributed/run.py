@@ -9,6 +9,9 @@ kcache-server (disk storage) per mode and N.
   ddp-background  examples/accelerate_ddp.py --until-compiled, kcache's default
                   cold start (docs/cold-start.md: blocks eager until their
                   region lands); the other modes pin KCACHE_COLD_START=wait
+  deepspeed-z2-background
+                  examples/accelerate_deepspeed.py --zero-stage 2
+                  --until-compiled, the same for DeepSpeed's in-place blocks
 
 Every rank has its own empty Inductor and node directories in both waves
 (the restart wave is the same job restarted in new containers). The host
@@ -70,6 +73,7 @@ MODES = {
     "deepspeed-z2": ["accelerate_deepspeed.py", "--zero-stage", "2"],
     "deepspeed-z3": ["accelerate_deepspeed.py", "--zero-stage", "3"],
     "ddp-background": ["accelerate_ddp.py", "--until-compiled"],
+    "deepspeed-z2-background": ["accelerate_deepspeed.py", "--zero-stage", "2", "--until-compiled"],
 }
 METRICS = ("kcache_leases_granted_total", "kcache_leases_waited_total", "kcache_cache_hits_total",
            "kcache_cache_misses_total", "kcache_uploads_total")
