@@ -61,6 +61,19 @@ def mixing(run: dict, eager: dict) -> tuple[int | None, int | None, int | None]:
     return first_switch, first_diff, first_over
 
 
+def drift_verdict(wait_over: int | None, bg_over: int | None) -> str:
+    """What the fully compiled job's drift says about the mixed phase's."""
+    if bg_over is None:
+        return "**the background job stays within 1e-4**"
+    if wait_over is None:
+        return "**a fully compiled job stays within 1e-4 over as long: the drift is the mixing's**"
+    if wait_over <= bg_over:
+        return ("**a fully compiled job drifts past 1e-4 as soon or sooner: the drift is compiled against "
+                "eager float order carried on by AdamW, not the mixing**")
+    return (f"**a fully compiled job drifts past 1e-4 too, {wait_over - bg_over} steps later than the "
+            "mixed one**")
+
+
 def spread(run: dict) -> dict | None:
     """Cluster compile wall time (first hand-over to last landing, all
     ranks on one clock) against the sum of the regions' compile seconds
@@ -178,6 +191,19 @@ def write(path: Path, md: Path, png: Path) -> None:
                         f"largest gap {gap:.2e} — **{'met' if gap <= 1e-4 else 'not met'}**{where}{drift} "
                         "(not bit-identical while eager and compiled blocks mix: each block's float order "
                         "changes when it switches, and AdamW's normalized updates carry a difference on)")
+        wait = by.get(("precompiled", n), {}).get("cold")
+        if wait and "error" not in wait and min(len(r["losses"]) for r in wait["ranks"]) >= steps > 3:
+            # The reference for the mixed phase's drift: every block
+            # compiled from the first step, over as many steps.
+            wgap, wsteps = loss_gap(wait, eager)
+            _, wdiff, wover = mixing(wait, eager)
+            verdicts.append(
+                f"- N={n}, the same job fully compiled from its first step (kcache, wait; "
+                f"`--wait-steps-as-background`), {wsteps} steps: largest gap to eager's {wgap:.2e}, "
+                + (f"first differing at step {wdiff}, " if wdiff is not None else "never differing, ")
+                + (f"first off by more than 1e-4 at step {wover}" if wover is not None else "never off by more than 1e-4")
+                + f" (the background job's: {'step ' + str(over) if over is not None else 'never'}) — "
+                + drift_verdict(wover, over))
         if restart and "error" not in restart:
             ok = eager_calls(restart) == 0 and jobs_of(restart) == 0 and restart["cxx_codegen"] == 0
             verdicts.append(f"- N={n}, restart wave: {eager_calls(restart)} eager block calls, "

@@ -92,7 +92,8 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     compiler = ("accelerate" if setup in ("none", "pytorch-remote") else
                 "eager" if setup == "eager" else "kcache")
     steps = args.steps
-    if setup == "eager" and args.eager_steps.get(n):
+    if args.eager_steps.get(n) and (setup == "eager" or (setup == "precompiled" and wave == "cold"
+                                                         and args.wait_steps_as_background)):
         steps = args.eager_steps[n]  # as many steps as the background setup's cold wave ran
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
            "--max-restarts=0"]
@@ -221,6 +222,10 @@ def main() -> None:
                    help="ddp job: the model without transformers' KV cache (as training runs it)")
     p.add_argument("--none-restart", action="store_true",
                    help="also run the no-kcache setup's restart wave (a repeat of its cold wave)")
+    p.add_argument("--wait-steps-as-background", action="store_true",
+                   help="the precompiled (wait) setup's cold wave runs as many steps as the background "
+                        "setup's (a job fully compiled from its first step, over as long: its losses' "
+                        "drift from eager's beside the mixed phase's)")
     args = p.parse_args()
     args.eager_steps = {}  # N -> steps of the background setup's cold wave (the eager rows run as many)
 
