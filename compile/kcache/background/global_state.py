@@ -17,10 +17,10 @@ cells) is walked in turn. Each value goes frozen (functions.py: by name,
 by code or by pickle). The worker installs each one that differs from
 what its own import has, by its portable description (kcache.guards.
 describe) or its content (an object's state counts, which its portable
-description leaves to checks of their own): a dict in
-place (other modules may hold it), anything else by assignment. Values that do not freeze, or freeze to more than
-MAX_VALUE_BYTES, are left at the worker's import-time value: the portable
-checks decide, as before this module.
+description leaves to checks of their own): a dict in place (other
+modules may hold it), anything else by assignment. Values that do not
+freeze, or freeze to more than MAX_VALUE_BYTES, are left at the worker's
+import-time value: the portable checks decide, as before this module.
 
 Not walked: PyTorch's and kcache's own modules and the standard library
 (a job that changes their globals is not reproduced; the checks refuse
@@ -185,7 +185,9 @@ class _Fingerprint(pickle.Pickler):
     no memo (`fast`), a function by its portable description (code,
     defaults, closure), a class by its name."""
 
-    fast = True
+    def __init__(self, buf: io.BytesIO) -> None:
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.fast = True  # the C pickler's own field: a class attribute would only shadow it
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, types.FunctionType):
@@ -198,7 +200,7 @@ class _Fingerprint(pickle.Pickler):
 def _fingerprint(value: Any) -> bytes | None:
     buf = io.BytesIO()
     try:
-        _Fingerprint(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        _Fingerprint(buf).dump(value)
     except Exception:  # noqa: BLE001 - recursive or unpicklable: never the same
         return None
     return buf.getvalue()
@@ -215,7 +217,7 @@ def _same(have: Any, value: Any) -> bool:
 
 
 def apply(state: dict[str, Any]) -> list[str]:
-    """Installs the rank's globals that freeze otherwise here, then the
+    """Installs the rank's globals that differ here (_same), then the
     members of their objects' classes; the globals installed
     ("module.NAME")."""
     installed = []

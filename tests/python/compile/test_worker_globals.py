@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import pickle
 import sys
+import types
 
 import torch
 
@@ -121,3 +122,21 @@ def test_what_the_walk_reaches_in_a_transformers_block():
     state = global_state.capture(block)
     assert state["globals"]["transformers.models.gpt2.modeling_gpt2"].keys() == gpt2.keys()
     assert global_state.apply(state) == []  # the same process: nothing to install
+
+
+def test_a_global_is_installed_only_where_its_content_differs():
+    """global_state._same: equal content is the same whatever the objects'
+    identities (no pickle memo), an object's state counts, a function goes
+    by its code, a recursive value is never the same (installed anyway)."""
+    from kcache.background import global_state
+
+    a, b = "x" * 40, "".join(["x"] * 40)  # equal strings, two objects
+    assert a is not b and global_state._same({"k": (a, a)}, {"k": (a, b)})
+    assert global_state._same(torch.nn.Linear, torch.nn.Linear)
+    scale = types.SimpleNamespace(k=2.0)
+    assert not global_state._same(scale, types.SimpleNamespace(k=-3.0))  # one description, other state
+    assert global_state._same(lambda t: t * 2.0, lambda t: t * 2.0)  # the same code
+    assert not global_state._same(lambda t: t * 2.0, lambda t: t * 3.0)
+    loop: list = []
+    loop.append(loop)
+    assert not global_state._same(loop, loop)
