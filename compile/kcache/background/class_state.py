@@ -73,10 +73,9 @@ def apply_named(named: list[tuple[tuple, dict]]) -> None:
     """Installs what capture_named sent, where the worker resolves it."""
     for ref, state in named:
         try:
-            cls = functions.thaw(ref)
-        except Exception:  # noqa: BLE001 - not here: the portable checks decide
+            _install(describe.mro_of(functions.thaw(ref)), state)
+        except Exception:  # noqa: BLE001 - not here, or a member that does not thaw: the checks decide
             continue
-        _install(describe.mro_of(cls), state)
 
 
 def _install(classes: list[type], state: dict) -> None:

@@ -173,7 +173,7 @@ def capture(block: torch.nn.Module) -> dict[str, Any]:
                 continue
             try:
                 frozen = functions.freeze(value)
-            except functions.CannotFreeze:
+            except Exception:  # noqa: BLE001 - CannotFreeze, or code marshal refuses: left to the checks
                 continue
             if len(pickle.dumps(frozen)) <= MAX_VALUE_BYTES:
                 frozen_globals.setdefault(module, {})[name] = frozen
