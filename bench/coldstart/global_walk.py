@@ -3,8 +3,9 @@ compile worker (kcache/background/global_state.py, docs/cold-start.md):
 the walk that finds them and the capture that freezes them, for one block
 of GPT-2 and of Llama (12-layer configs of the bench models, hidden 64),
 the median of --repeats runs each, and what is found. Reference: the
-skeleton of the same block without its globals (the rest of what a job
-sends), timed in the same run.
+whole skeleton of the same block and call (skeleton.describe, globals
+included: everything a job sends), timed in the same run; the printed
+share is the capture's part of it.
 
     .venv/bin/python bench/coldstart/global_walk.py --out bench/coldstart/global_walk.json
 """
