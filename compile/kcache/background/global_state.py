@@ -19,8 +19,8 @@ what its own import has, by its portable description (kcache.guards.
 describe) or its content (an object's state counts, which its portable
 description leaves to checks of their own): a dict in place (other
 modules may hold it), anything else by assignment. Values that do not
-freeze, or freeze to more than MAX_VALUE_BYTES, are left at the worker's
-import-time value: the portable checks decide, as before this module.
+freeze, or freeze to more than MAX_VALUE_BYTES (or past MAX_TOTAL_BYTES
+for the block), are left at the worker's import-time value: the portable checks decide, as before this module.
 
 Not walked: PyTorch's and kcache's own modules and the standard library
 (a job that changes their globals is not reproduced; the checks refuse
@@ -52,6 +52,7 @@ from . import class_state, functions
 log = logging.getLogger("kcache")
 MAX_FUNCTIONS = 2000
 MAX_VALUE_BYTES = 1 << 20
+MAX_TOTAL_BYTES = 16 << 20  # all of one block's globals: the rest are left to the checks
 _SKIP_TOP = frozenset({"torch", "kcache", "builtins", "__main__"}) | frozenset(sys.stdlib_module_names)
 
 
@@ -157,8 +158,8 @@ def _too_big(value: Any) -> bool:
 
 
 def capture(block: torch.nn.Module) -> dict[str, Any]:
-    """The globals that freeze (functions.py) to at most MAX_VALUE_BYTES,
-    {module: {name: frozen}}, and the members of the classes of the
+    """The globals that freeze (functions.py) to at most MAX_VALUE_BYTES
+    each and MAX_TOTAL_BYTES in all, {module: {name: frozen}}, and the members of the classes of the
     objects they hold (class_state.capture_named)."""
     try:
         found = reachable(block)
@@ -167,6 +168,7 @@ def capture(block: torch.nn.Module) -> dict[str, Any]:
                  type(e).__name__, e)
         return {"globals": {}, "classes": []}
     frozen_globals: dict[str, dict[str, tuple]] = {}
+    total = 0
     for module, names in found.globals.items():
         for name, value in names.items():
             if _too_big(value):
@@ -175,7 +177,9 @@ def capture(block: torch.nn.Module) -> dict[str, Any]:
                 frozen = functions.freeze(value)
             except Exception:  # noqa: BLE001 - CannotFreeze, or code marshal refuses: left to the checks
                 continue
-            if len(pickle.dumps(frozen)) <= MAX_VALUE_BYTES:
+            size = len(pickle.dumps(frozen))
+            if size <= MAX_VALUE_BYTES and total + size <= MAX_TOTAL_BYTES:
+                total += size
                 frozen_globals.setdefault(module, {})[name] = frozen
     return {"globals": frozen_globals, "classes": class_state.capture_named(found.classes)}
 

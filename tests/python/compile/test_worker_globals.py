@@ -140,3 +140,26 @@ def test_a_global_is_installed_only_where_its_content_differs():
     loop: list = []
     loop.append(loop)
     assert not global_state._same(loop, loop)
+
+
+def test_one_blocks_globals_are_bounded_in_all(tmp_path, monkeypatch):
+    """Every value under the per-value bound, many of them: the capture
+    stops at MAX_TOTAL_BYTES (the rest are left to the checks)."""
+    from kcache.background import global_state
+
+    names = [f"T{i}" for i in range(40)]
+    body = "\n".join(f"{n} = bytes(100_000)" for n in names)
+    reads = " + ".join(f"len({n})" for n in names)
+    (tmp_path / "kc_many_globals.py").write_text(
+        f"import torch\n{body}\n\n\nclass Block(torch.nn.Module):\n"
+        f"    def forward(self, x):\n        return x * ({reads})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = importlib.import_module("kc_many_globals")
+    try:
+        carried = global_state.capture(m.Block())["globals"]["kc_many_globals"]
+        assert set(carried) == set(names)  # 4 MB in all: under the default bound
+        monkeypatch.setattr(global_state, "MAX_TOTAL_BYTES", 1_000_000)
+        carried = global_state.capture(m.Block())["globals"]["kc_many_globals"]
+        assert 5 <= len(carried) <= 9, len(carried)  # about 100 KB each
+    finally:
+        sys.modules.pop("kc_many_globals", None)
