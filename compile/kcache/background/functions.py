@@ -157,9 +157,9 @@ class Pickler(pickle.Pickler):
         if isinstance(obj, types.FunctionType) and not importable(obj):
             return thaw, (freeze(obj),)
         if isinstance(obj, type) and not importable(obj):
-            name = module_alias(obj)
-            if name is not None:
-                return resolve, (obj.__module__, name)
+            ref = class_ref(obj)
+            if ref is not None:
+                return resolve, ref[1:]
         return NotImplemented
 
 
