@@ -56,6 +56,7 @@ from .inductor import (
     call_free_graphs_cached, custom_autograd_cacheable, compile_uncached, rewrite_fx_entries,
 )
 from .hooks import module_hooks
+from .fsdp import plain_class, traced_as_plain
 from .precompiled import (
     keep_serializable_guards, PrecompileUnsupported, aot_compile_call, serialize_aot,
     extern_kernel_table, compiler_modules_imported, without_header_precompiling, deserialize_aot,

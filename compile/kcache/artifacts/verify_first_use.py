@@ -117,19 +117,20 @@ def _forward_backward(run: Callable, block: torch.nn.Module, args: tuple, kwargs
 
 
 def precompiled_mismatch(compiled: Callable, block: torch.nn.Module, args: tuple,
-                         kwargs: dict) -> str | None:
+                         kwargs: dict, eager: Callable | None = None) -> str | None:
     """For a loaded precompiled function's first call in this process: runs
     it and the block eagerly on copies of the same inputs, forward and
     backward (gradients of a fixed random projection of the outputs, with
     respect to the parameters and the inputs that require grad), and says
     what differs; None when both agree, or "skipped: ..." when they cannot
     be compared (dropout active in training draws from another random
-    stream in Inductor's code than in eager)."""
+    stream in Inductor's code than in eager). `eager`: the block's call
+    (default `_call_impl`) or what the compiled function stands for."""
     if _has_active_dropout(block):
         return "skipped: dropout is active in training (its random streams differ)"
     rng = torch.random.get_rng_state()
     try:
-        eager_out, eager_grads = _forward_backward(block._call_impl, block, args, kwargs)
+        eager_out, eager_grads = _forward_backward(eager or block._call_impl, block, args, kwargs)
         got_out, got_grads = _forward_backward(compiled, block, args, kwargs)
     finally:
         torch.random.set_rng_state(rng)

@@ -140,7 +140,7 @@ class Background:
         if e.key in self.jobs:
             return not self.settled(e.key)  # in hand already (another block of the region)
         try:
-            payload = describe(block, args, kwargs)
+            payload = describe(block, args, kwargs, region.entry)
         except NotReproducible as why:
             self._wait_path(Job(e.key, region.name, b"", time.monotonic()), str(why))
             return False

@@ -21,8 +21,12 @@ Functions the block holds that another process cannot import (closures,
 lambdas, hooks) go by their code (functions.py). A block the worker
 cannot rebuild raises NotReproducible with the reason: a class defined in
 `__main__` or inside a function (the worker cannot import it), tensor
-subclasses as parameters (DTensor under FSDP2), or anything in the call or
-the block that does not pickle. The worker's key
+subclasses as parameters (DTensor: an FSDP2 block's outside its forward),
+or anything in the call or the block that does not pickle. A block with
+hooks of its own has its forward compiled alone (entry "forward"): it is
+sent without those hooks or fully_shard's state, as its own class (within
+its forward a fully_shard-ed block has it: hooked.py). No module's
+state-dict hooks are sent: no call runs them. The worker's key
 is compared with the rank's (kcache/tools/compile_worker.py): whatever
 this copy misses that changes the code changes the key, and the region is
 then compiled on the rank as before.
@@ -108,9 +112,35 @@ def _context() -> dict[str, Any]:
             "default_dtype": torch.get_default_dtype(), "configs": adaptor.config_snapshot()}
 
 
-def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
-    """The worker's copy of one block call, pickled; NotReproducible when
-    there is none."""
+# Hooks no call of a module runs: left out of every module's copy (fully_shard's
+# hold its parameter groups, which do not pickle).
+_STATE_DICT_HOOKS = ("_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+                     "_load_state_dict_post_hooks")
+
+
+def _left_out(block: torch.nn.Module, entry: str, memo: dict) -> None:
+    """Empty in the copy (through deepcopy's memo) what the compiled function
+    never runs or reads: every module's state-dict hooks and, for a block
+    whose forward alone is compiled (entry "forward": a block with hooks of
+    its own, kcache/precompiled/hooked.py), the block's own hooks and the
+    state composable APIs keep in it (fully_shard's: its process group, its
+    hooks' targets)."""
+    for m in block.modules():
+        for name in _STATE_DICT_HOOKS:
+            hooks = m.__dict__.get(name)
+            if hooks:
+                memo[id(hooks)] = type(hooks)()
+    if entry == "forward":
+        for name, value in block.__dict__.items():
+            if isinstance(value, dict) and (name.endswith("hooks") or "_hooks_" in name
+                                            or name.startswith("__composable_api")):
+                memo[id(value)] = type(value)()
+
+
+def describe(block: torch.nn.Module, args: tuple, kwargs: dict, entry: str = "call") -> bytes:
+    """The worker's copy of one block call for the region's `entry`
+    (kcache.precompiled.entries), pickled; NotReproducible when there is
+    none."""
     why = _unimportable(block)
     if why:
         raise NotReproducible(why)
@@ -130,6 +160,7 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict) -> bytes:
     if len(devices) > 1:
         raise NotReproducible(f"the block's tensors are on several devices ({sorted(devices)})")
     try:
+        _left_out(block, entry, memo)
         skeleton = copy.deepcopy(block, memo)
         for m in skeleton.modules():  # compiled in place: kcache's own call, not the block's
             if m.__dict__.get("_compiled_call_impl") is not None:

@@ -28,15 +28,16 @@ def compile_block(entry: str, settings: CompileSettings, block, args: tuple,
     start = time.perf_counter()
     checks: list = []
     trace_needed: list[str] = []
-    with adaptor.record_loaded_libraries() as libraries:
+    with adaptor.record_loaded_libraries() as libraries, adaptor.traced_as_plain(block):
         fn = adaptor.aot_compile_call(ENTRIES[entry], (block, *args), kwargs, settings.mode,
                                       settings.options, settings.dynamic, checks=checks,
                                       trace_needed=trace_needed, resolve=portable_checks.resolve,
                                       expected=portable_checks.expected)
     if trace_needed:  # no portable check for some guard: warm processes trace one block
         try:
-            digest, _ = adaptor.capture_graph(ENTRIES[entry], (block, *args), kwargs,
-                                              settings.dynamic, describe.describe)
+            with adaptor.traced_as_plain(block):
+                digest, _ = adaptor.capture_graph(ENTRIES[entry], (block, *args), kwargs,
+                                                  settings.dynamic, describe.describe)
         except Exception as e:  # noqa: BLE001 - no trace check possible: the traced path
             raise adaptor.PrecompileUnsupported(f"a guard has no portable check ({trace_needed[0]}) "
                                                 f"and the block does not trace for a trace check: {e}")

@@ -66,8 +66,9 @@ def trace_check(region: "PrecompiledRegion", state: "SpecState", vkey: str, chec
                         "function", region.name, check.get("why", "?"))
         start = time.perf_counter()
         try:
-            digest, guards = adaptor.capture_graph(ENTRIES[region.entry], (block, *args), kwargs,
-                                                   region.settings.dynamic, describe.describe)
+            with adaptor.traced_as_plain(block):
+                digest, guards = adaptor.capture_graph(ENTRIES[region.entry], (block, *args), kwargs,
+                                                       region.settings.dynamic, describe.describe)
         except Exception as e:  # noqa: BLE001 - no trace, no check: the traced path
             entry = f"trace check: Dynamo did not trace the block ({type(e).__name__}: {e})"
         else:
@@ -88,7 +89,8 @@ def verified(region: "PrecompiledRegion", block, fn, vkey: str, args: tuple, kwa
     """KCACHE_VERIFY_FIRST_USE=1: a loaded variant's first call compared
     with eager, forward and backward (kcache.artifacts.verify_first_use)."""
     mismatch = verify_first_use.precompiled_mismatch(
-        lambda *a, **k: adaptor.aot_run(fn, block, *a, **k), block, args, kwargs)
+        lambda *a, **k: adaptor.aot_run(fn, block, *a, **k), block, args, kwargs,
+        eager=region.eager_reference(block))
     if mismatch is None:
         return True
     if mismatch.startswith("skipped"):

@@ -24,7 +24,14 @@ def call_impl(block, *args, **kwargs):
     return block._call_impl(*args, **kwargs)
 
 
-ENTRIES = {"call": call, "call_impl": call_impl}
+def forward(block, *args, **kwargs):
+    """The function Dynamo compiles for blocks with hooks of their own
+    (fully_shard's, a job's): the block's class's forward, without the
+    block's hooks, which run eagerly around it (kcache.precompiled.region)."""
+    return type(block).forward(block, *args, **kwargs)
+
+
+ENTRIES = {"call": call, "call_impl": call_impl, "forward": forward}
 
 
 @functools.lru_cache(maxsize=None)

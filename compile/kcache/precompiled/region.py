@@ -32,7 +32,7 @@ from kcache.guards import class_memo
 from kcache.keys.fields import CompileSettings
 from kcache.state import counters
 
-from . import variants
+from . import hooked, variants
 from .spec import fast_spec
 
 log = logging.getLogger("kcache")
@@ -45,7 +45,7 @@ class PrecompiledRegion:
     """One region (distinct block structure) under one set of compile settings."""
 
     def __init__(self, name: str, settings: CompileSettings, store,
-                 traced: Callable[[torch.nn.Module], torch.nn.Module], entry: str = "call",
+                 traced: Callable[[torch.nn.Module], torch.nn.Module] | None, entry: str = "call",
                  background=None) -> None:
         self.name = name
         self.entry = entry  # the function compiled for every block: entries.ENTRIES
@@ -62,6 +62,7 @@ class PrecompiledRegion:
         # class descriptions shared by the first calls of all blocks, each
         # valid while its classes are unchanged (kcache/guards/class_memo.py)
         self.class_memo = class_memo.shared()
+        self.forwards: PrecompiledRegion | None = None  # forward_region()
 
     def run(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
         """One call of one block: its precompiled function, or the traced path.
@@ -69,11 +70,17 @@ class PrecompiledRegion:
         `slots` is the block's own state: "ready" (spec -> function, or None
         for the traced path), "watch" (spec -> what its checks read:
         kcache.guards.call_watch, compared on every call) and, once needed,
-        "traced" (its traced callable).
+        "traced" (its traced callable), "forward" (a hooked block's own
+        slots in the forward region: hooked.py).
         """
         hooks = adaptor.module_hooks(block)
         if hooks:
-            return self._hooked(block, slots, hooks)(*args, **kwargs)
+            return self._hooked(block, slots, hooks, args, kwargs)
+        return self.run_plain(block, slots, args, kwargs)
+
+    def run_plain(self, block: torch.nn.Module, slots: dict, args: tuple, kwargs: dict):
+        """run() for a block whose hooks, if any, are not in this region's
+        function (a forward region's: hooked.py)."""
         spec = (block.training, fast_spec(args, kwargs))
         ready = slots["ready"]
         fn = ready.get(spec, _MISSING)
@@ -99,15 +106,27 @@ class PrecompiledRegion:
             self.say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
                           "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None
+        if self.traced is None:  # a hooked block's forward (hooked.py): its caller decides
+            return hooked.TRACED
         return self._traced(block, slots)(*args, **kwargs)
 
     def _eager(self, block: torch.nn.Module, args: tuple, kwargs: dict):
         """The block's own forward, while its region is being compiled
         elsewhere. A block compiled in place (entry "call_impl") runs its
-        `_call_impl`: calling it would come back here."""
+        `_call_impl`, a hooked block's forward its class's forward: calling
+        the block would come back here."""
         if self.entry == "call_impl":
             return block._call_impl(*args, **kwargs)
+        if self.entry == "forward":
+            return type(block).forward(block, *args, **kwargs)
         return block(*args, **kwargs)
+
+    def eager_reference(self, block: torch.nn.Module) -> Callable:
+        """What a first use is compared with (KCACHE_VERIFY_FIRST_USE): the
+        block's call, or for a hooked block its class's forward alone."""
+        if self.entry == "forward":
+            return lambda *a, **k: type(block).forward(block, *a, **k)
+        return block._call_impl
 
     def _first_call(self, block: torch.nn.Module, slots: dict, spec: tuple, args: tuple, kwargs: dict):
         """The function for a block's first call under `spec` (or None: the
@@ -155,15 +174,28 @@ class PrecompiledRegion:
                       "checking that block again", self.name, what)
         return True
 
-    def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str]) -> Callable:
-        """The traced path for a block with hooks (issue 32: a precompiled
+    def _hooked(self, block: torch.nn.Module, slots: dict, hooks: list[str], args: tuple, kwargs: dict):
+        """A block with module hooks. Hooks of its own only (fully_shard's,
+        a job's): they run eagerly around its precompiled forward
+        (hooked.py). Hooks of a submodule, global ones, or a forward that
+        cannot be precompiled: the traced path (issue 32: a precompiled
         function would run the hooks its cold process had, not these)."""
-        if not slots.get("hooked"):
-            slots["hooked"] = True
-            why = "the block has module hooks (" + ", ".join(hooks) + ")"
+        why = hooked.traced_reason(block, slots, hooks)
+        if why is None:
+            return hooked.call(self, block, slots, args, kwargs)
+        if not slots.get("hooked_said"):  # counted once per block, as any fallback
+            slots["hooked_said"] = True
             counters.bump(precompiled_fallbacks=1)
             self.say_once(why, "kcache: region %s: %s; those blocks take the traced path", self.name, why)
-        return self._traced(block, slots)
+        return self._traced(block, slots)(*args, **kwargs)
+
+    def forward_region(self) -> "PrecompiledRegion":
+        """The region of this one's blocks' own forwards (entry "forward"),
+        for blocks with hooks of their own; no traced path of its own."""
+        if self.forwards is None:
+            self.forwards = PrecompiledRegion(self.name, self.settings, self.store, traced=None,
+                                              entry="forward", background=self.background)
+        return self.forwards
 
     def _traced(self, block: torch.nn.Module, slots: dict) -> Callable:
         traced = slots.get("traced")

@@ -133,7 +133,8 @@ def index_for(region: "PrecompiledRegion", block, desc: dict, args: tuple, kwarg
         index, source = {"fallback": f"index unusable: {e}"}, "error"
     state.fallback = index.get("fallback")
     state.constants = list(index.get("constants", []))
-    outcome = {"label": label, "status": source, "path": "traced" if state.fallback else "precompiled"}
+    outcome = {"label": label, "status": source, "path": "traced" if state.fallback else "precompiled",
+               "entry": region.entry}
     if state.fallback:
         outcome["reason"] = state.fallback
         counters.bump(precompiled_fallbacks=1)

@@ -94,8 +94,9 @@ def mutations() -> dict:
 def in_place() -> dict:
     """compile_regions_in_place (DeepSpeed's and FSDP2's way) on three Norm
     blocks: block 1 has a forward pre-hook before compiling; after the first
-    step a hook is added to block 0 too. Per step: the difference from eager,
-    how often the hooks ran, kcache's counters."""
+    step a hook is added to block 0 too, after the second one to block 2's
+    Linear (a hook inside the forward). Per step: the difference from
+    eager, how often the hooks ran, kcache's counters."""
     torch.manual_seed(0)
     model = blocks.Stack([blocks.Norm(layer_idx=i) for i in range(3)])
     eager = copy.deepcopy(model)
@@ -110,10 +111,16 @@ def in_place() -> dict:
     kcache.compile_regions_in_place(model)
     x, = blocks._tokens()
     steps = []
-    for step in range(2):
-        if step == 1:
-            for m in (model, eager):
+    def inner_hook(module, args, out):
+        calls["hook"] += 1
+        return out * 2.0
+
+    for step in range(3):
+        for m in (model, eager):
+            if step == 1:
                 m.blocks[0].register_forward_pre_hook(hook)
+            if step == 2:
+                m.blocks[2].lin.register_forward_hook(inner_hook)
         before, calls["hook"] = kcache.stats(), 0
         outs = [m(x).detach() for m in (eager, model)]
         after = kcache.stats()

@@ -156,13 +156,14 @@ def test_an_error_on_the_precompiled_path_is_the_traced_path_not_a_crash(tmp_pat
     assert after["precompiled_blocks"] == before["precompiled_blocks"]
 
 
-def test_hooks_on_a_block_or_a_submodule_send_it_to_the_traced_path(tmp_path, monkeypatch):
+def test_hooks_inside_a_block_send_it_to_the_traced_path(tmp_path, monkeypatch):
     """Issue 32, cause 2: hooks are in neither the key nor the guards a
     precompiled function keeps, so it would run the hooks its cold process
-    had. A block with a hook on itself or on any submodule, registered before
-    or after compile_regions, or a global module hook, takes the traced path
-    and the hook runs; blocks without hooks stay precompiled (the positive
-    control)."""
+    had. A block with a hook on any submodule, registered before or after
+    compile_regions, or a global module hook, takes the traced path and the
+    hook runs; blocks without hooks stay precompiled (the positive control).
+    (Hooks of the block's own run eagerly around its precompiled forward:
+    test_precompiled_in_place.py.)"""
     import torch
 
     import kcache

@@ -1,8 +1,9 @@
 """Blocks compiled in place (kcache.compile_regions_in_place: Accelerate's
 DeepSpeed path and, from Accelerate 1.12 on, its FSDP2 path) take the
 precompiled path too: a warm process traces nothing, misses nothing, builds
-no kernel and trains bit-identically; a block with module hooks, before or
-after compiling, takes the traced path and its hooks run."""
+no kernel and trains bit-identically; a block with module hooks of its own,
+before or after compiling, runs them eagerly around its precompiled
+forward, and one with a hook inside its forward takes the traced path."""
 
 from __future__ import annotations
 
@@ -51,19 +52,28 @@ def test_in_place_warm_start_traces_nothing_and_trains_bit_identically(tmp_path,
 
 
 @pytest.mark.slow
-def test_in_place_blocks_with_hooks_take_the_traced_path_and_run_them(tmp_path):
+def test_in_place_blocks_with_hooks_run_them_eagerly_around_a_precompiled_forward(tmp_path):
     result, log = run(tmp_path, "in-place", "in-place")
-    first, second = result["steps"]
-    # Step 1: blocks 0 and 2 precompiled (two call signatures: block 0's
-    # input needs no gradient, block 2's does), block 1 (a pre-hook) traced;
-    # the hook ran in eager and in kcache's model.
+    first, second, third = result["steps"]
+    # Step 1: blocks 0 and 2 precompiled whole (two call signatures: block
+    # 0's input needs no gradient, block 2's does); block 1 (a pre-hook of
+    # its own) runs the hook eagerly around its forward, precompiled as a
+    # region of its own (kcache/precompiled/hooked.py). The hook ran in
+    # eager and in kcache's model, and changed the output alike.
     assert first["diff"] <= TOL and first["hook_calls"] == 2, first
-    assert first["delta"]["precompiled_traces"] == 2 and first["delta"]["precompiled_blocks"] == 2
-    assert first["delta"]["precompiled_fallbacks"] == 1, first
-    assert "has module hooks (_forward_pre_hooks)" in log
-    # Step 2: a hook added to block 0 after compiling is not skipped.
+    assert first["delta"]["precompiled_traces"] == 3 and first["delta"]["precompiled_blocks"] == 3, first
+    assert first["delta"]["precompiled_fallbacks"] == 0, first
+    forwards = [r for r in result["regions"] if r.get("entry") == "forward"]
+    assert forwards and all(r["path"] == "precompiled" for r in forwards), result["regions"]
+    # Step 2: a hook added to block 0 after compiling is not skipped: block
+    # 0 now takes the forward route too (its own call signature, one trace).
     assert second["diff"] <= TOL and second["hook_calls"] == 4, second
-    assert second["delta"]["precompiled_fallbacks"] == 1, second
+    assert second["delta"]["precompiled_traces"] == 1 and second["delta"]["precompiled_fallbacks"] == 0, second
+    # Step 3: a hook inside block 2's forward (on its Linear) would be
+    # compiled into the forward: that block takes the traced path, hook run.
+    assert third["diff"] <= TOL and third["hook_calls"] == 6, third
+    assert third["delta"]["precompiled_fallbacks"] == 1, third
+    assert "module hooks that run inside its forward (lin._forward_hooks)" in log
 
 
 def test_in_place_regions_have_keys_of_their_own():
