@@ -99,7 +99,8 @@ def notes(data: dict) -> list[str]:
                          for v in rev) + "."])
 
 
-MODES = ("ddp", "fsdp2", "deepspeed-z2", "deepspeed-z3", "ddp-background", "deepspeed-z2-background")
+MODES = ("ddp", "fsdp2", "deepspeed-z2", "deepspeed-z3", "ddp-background", "deepspeed-z2-background",
+         "fsdp2-background")
 
 
 def write(results_path: Path, report_path: Path) -> None:

@@ -12,6 +12,10 @@ kcache-server (disk storage) per mode and N.
   deepspeed-z2-background
                   examples/accelerate_deepspeed.py --zero-stage 2
                   --until-compiled, the same for DeepSpeed's in-place blocks
+  fsdp2-background
+                  examples/accelerate_fsdp2.py --until-compiled, the same
+                  for FSDP2's blocks (hooks eager around a precompiled
+                  forward: docs/precompiled.md)
 
 Every rank has its own empty Inductor and node directories in both waves
 (the restart wave is the same job restarted in new containers). The host
@@ -74,6 +78,7 @@ MODES = {
     "deepspeed-z3": ["accelerate_deepspeed.py", "--zero-stage", "3"],
     "ddp-background": ["accelerate_ddp.py", "--until-compiled"],
     "deepspeed-z2-background": ["accelerate_deepspeed.py", "--zero-stage", "2", "--until-compiled"],
+    "fsdp2-background": ["accelerate_fsdp2.py", "--until-compiled"],
 }
 METRICS = ("kcache_leases_granted_total", "kcache_leases_waited_total", "kcache_cache_hits_total",
            "kcache_cache_misses_total", "kcache_uploads_total")

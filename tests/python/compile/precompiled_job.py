@@ -127,7 +127,7 @@ def in_place() -> dict:
         steps.append({"diff": (outs[0] - outs[1]).abs().max().item(), "hook_calls": calls["hook"],
                       "delta": {k: after[k] - before[k] for k in
                                 ("precompiled_traces", "precompiled_blocks", "precompiled_fallbacks",
-                                 "hits_node", "misses")}})
+                                 "hits_node", "misses", "verify_failures")}})
     return {"steps": steps, "regions": kcache.api.region_outcomes()}
 
 

@@ -20,10 +20,10 @@ FALLS_BACK = {"graph_break": "graph_break()"}
 TOL = 1e-5  # Inductor reorders float math; eager comparison only
 
 
-def run(tmp_path, name, *args):
+def run(tmp_path, name, *args, **extra_env):
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
-                     PYTHONPATH=str(REPO / "tests"))
+                     PYTHONPATH=str(REPO / "tests"), **extra_env)
     out = subprocess.run([PYTHON, JOB, *args], capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr

@@ -75,6 +75,15 @@ def test_in_place_blocks_with_hooks_run_them_eagerly_around_a_precompiled_forwar
     assert third["delta"]["precompiled_fallbacks"] == 1, third
     assert "module hooks that run inside its forward (lin._forward_hooks)" in log
 
+    # A second process loads those regions, each first use compared with
+    # eager (the forward region with its class's forward alone, its hooks
+    # outside both): all agree, nothing compiled, the hooks ran.
+    warm, _ = run(tmp_path, "in-place-warm", "in-place", KCACHE_VERIFY_FIRST_USE="1")
+    for step, want in zip(warm["steps"], (2, 4, 6)):
+        assert step["diff"] <= TOL and step["hook_calls"] == want, step
+        assert step["delta"]["verify_failures"] == 0 and step["delta"]["precompiled_traces"] == 0, step
+    assert warm["steps"][0]["delta"]["hits_node"] >= 2, warm["steps"][0]
+
 
 def test_in_place_regions_have_keys_of_their_own():
     """What runs for an in-place block is `_call_impl`, not `block(...)`:
