@@ -27,7 +27,7 @@ def call_impl(block, *args, **kwargs):
 def forward(block, *args, **kwargs):
     """The function Dynamo compiles for blocks with hooks of their own
     (fully_shard's, a job's): the block's class's forward, without the
-    block's hooks, which run eagerly around it (kcache.precompiled.region)."""
+    block's hooks, which run eagerly around it (kcache/precompiled/hooked.py)."""
     return type(block).forward(block, *args, **kwargs)
 
 
