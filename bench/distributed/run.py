@@ -16,6 +16,8 @@ kcache-server (disk storage) per mode and N.
                   examples/accelerate_fsdp2.py --until-compiled, the same
                   for FSDP2's blocks (hooks eager around a precompiled
                   forward: docs/precompiled.md)
+  fsdp2-llama-background
+                  the same with Llama's decoder layers (--model llama)
 
 Every rank has its own empty Inductor and node directories in both waves
 (the restart wave is the same job restarted in new containers). The host
@@ -79,6 +81,7 @@ MODES = {
     "ddp-background": ["accelerate_ddp.py", "--until-compiled"],
     "deepspeed-z2-background": ["accelerate_deepspeed.py", "--zero-stage", "2", "--until-compiled"],
     "fsdp2-background": ["accelerate_fsdp2.py", "--until-compiled"],
+    "fsdp2-llama-background": ["accelerate_fsdp2.py", "--model", "llama", "--until-compiled"],
 }
 METRICS = ("kcache_leases_granted_total", "kcache_leases_waited_total", "kcache_cache_hits_total",
            "kcache_cache_misses_total", "kcache_uploads_total")
