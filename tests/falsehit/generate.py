@@ -330,6 +330,31 @@ def globals_changed(seed: int = 0) -> Case:
     return out
 
 
+# Hooks of the blocks' own (kcache/precompiled/hooked.py: they run eagerly
+# around each block's precompiled forward): hooks_changed's cold run, and
+# other hooks of the blocks' own for one of its warm runs.
+OWN_HOOKS = ["blocks[1].register_forward_hook(lambda mod, i, o: o * 2.0)",
+             "blocks[2].register_forward_pre_hook(lambda mod, i: (i[0] * 0.5,))",
+             "blocks[0].register_forward_hook(lambda mod, a, k, o: o - 1.0, with_kwargs=True)"]
+OTHER_OWN_HOOKS = ["blocks[1].register_forward_hook(lambda mod, i, o: o * -3.0)",
+                   "blocks[2].register_forward_pre_hook(lambda mod, i: (i[0] + 0.25,))",
+                   "blocks[0].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 2.0,))"]
+
+
+def hooks_changed(seed: int = 0) -> Case:
+    """The all-features case with hooks on every block before the cold run
+    (each block's forward precompiled alone, in a compile worker when the
+    cold start is background); warm with the same hooks (must hit), with
+    other hooks of the blocks' own (must hit too: the hooks are not in the
+    region, and run), with none (the whole call's region: a miss) and with
+    one more on a submodule (inside the forward: that block traced)."""
+    out = case(seed, 0, features=sorted(set(STEPS) - TRACE_CHECKED) + sorted(LOCAL_STEPS))
+    out.name, out.cold = f"fz_hooks_{seed}", list(OWN_HOOKS)
+    out.warm = [list(OWN_HOOKS), list(OTHER_OWN_HOOKS), [],
+                OWN_HOOKS + ["blocks[0].sub.register_forward_hook(lambda mod, i, o: o + 1.0)"]]
+    return out
+
+
 def case(seed: int, warm_runs: int, features: list[str] | None = None) -> Case:
     """Case `seed`: its module's source and `warm_runs` lists of mutations.
 

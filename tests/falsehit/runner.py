@@ -345,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every-kind", action="store_true", help="one all-features case, each mutation once")
     ap.add_argument("--globals-changed", action="store_true",
                     help="the all-features case, every module global changed cold (generate.globals_changed)")
+    ap.add_argument("--hooks-changed", action="store_true",
+                    help="the all-features case, hooks on every block cold (generate.hooks_changed)")
     ap.add_argument("--after-first-call", action="store_true",
                     help="warm runs mutate after the compiled model's first step (issue 49)")
     ap.add_argument("--cold-start", choices=["wait", "background", "alternate"], default="wait",
@@ -385,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = []
     for seed in range(args.seed, args.seed + args.cases):
         one = (generate.every_kind(seed) if args.every_kind else
-               generate.globals_changed(seed) if args.globals_changed else None)
+               generate.globals_changed(seed) if args.globals_changed else
+               generate.hooks_changed(seed) if args.hooks_changed else None)
         cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
                               args.after_first_call, not args.no_watch,
                               {int(i) for i in args.runs.split(",")} if args.runs else None,

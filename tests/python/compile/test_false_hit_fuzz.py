@@ -132,6 +132,31 @@ def test_module_globals_the_cold_rank_changed_reach_the_compile_worker(tmp_path)
 
 
 @pytest.mark.slow
+def test_hooks_of_a_blocks_own_run_around_a_worker_built_forward_in_any_process(tmp_path):
+    """About 30 s: the all-features block with hooks on every block before
+    its cold run (generate.OWN_HOOKS), each block's forward compiled alone
+    in kcache's compile worker (kcache/precompiled/hooked.py); warm runs in
+    other processes compare with eager under their own hooks."""
+    result = fuzz(tmp_path, "--hooks-changed", "--cases", "1", "--cold-start", "background")
+    assert result["summary"]["false_hits"] == 0 and result["summary"]["errors"] == 0, result["summary"]
+    c = result["cases"][0]
+    cold = c["cold"]
+    assert cold["background"]["by"] == ["this rank's worker"] and cold["check_failures"] == [], cold
+    same, other, none, inner = c["warm"]
+    # The same hooks, and other hooks of the blocks' own (not in the
+    # region: they run, and the outputs are eager's): the worker's region
+    # loaded, no trace.
+    for w in (same, other):
+        assert w["outcome"] == "hit" and w["delta"]["precompiled_blocks"] == 3, w
+        assert w["delta"]["hits_node"] >= 1 and w["delta"]["dynamo_frames"] == 0, w
+    # No hooks: the whole call's region, another key (compiled here).
+    assert none["outcome"] == "missed" and none["delta"]["misses"] >= 1, none
+    # A hook inside a block's forward: that block traced, the others hit.
+    assert inner["outcome"] == "hit, some blocks fell back", inner
+    assert inner["delta"]["precompiled_blocks"] == 2 and inner["delta"]["precompiled_fallbacks"] == 1, inner
+
+
+@pytest.mark.slow
 def test_every_kind_of_change_after_the_first_call_is_seen(tmp_path):
     """Issue 49: each mutation snippet applied after the compiled model's
     first step (a hit), then the second step compared with eager. About a
