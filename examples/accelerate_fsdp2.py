@@ -30,25 +30,27 @@ def cpu_fsdp_shim(accelerator, plugin) -> None:
         accelerator.state.fsdp_plugin = plugin
 
 
+def make_accelerator(args, compile_regions: bool = True):
+    """Accelerate's FSDP2 setup; without `compile_regions` no
+    TorchDynamoPlugin (bench/coldstart/fsdp2_eager.py: the eager baseline)."""
+    from accelerate import Accelerator
+    from accelerate.utils import FullyShardedDataParallelPlugin, TorchDynamoPlugin
+
+    block = "GPT2Block" if args.model == "gpt2" else "LlamaDecoderLayer"
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2, auto_wrap_policy="transformer_based_wrap",
+        transformer_cls_names_to_wrap=[block], reshard_after_forward=True)
+    dynamo = {"dynamo_plugin": TorchDynamoPlugin(backend="inductor", use_regional_compilation=True)}
+    accelerator = Accelerator(cpu=cpu_only(), mixed_precision=args.mixed_precision, fsdp_plugin=plugin,
+                              **(dynamo if compile_regions else {}))
+    cpu_fsdp_shim(accelerator, plugin)
+    assert accelerator.is_fsdp2, accelerator.distributed_type
+    return accelerator
+
+
 def main() -> None:
     args = parse(__doc__.splitlines()[0])
-
-    def make():
-        from accelerate import Accelerator
-        from accelerate.utils import FullyShardedDataParallelPlugin, TorchDynamoPlugin
-
-        block = "GPT2Block" if args.model == "gpt2" else "LlamaDecoderLayer"
-        plugin = FullyShardedDataParallelPlugin(
-            fsdp_version=2, auto_wrap_policy="transformer_based_wrap",
-            transformer_cls_names_to_wrap=[block], reshard_after_forward=True)
-        accelerator = Accelerator(
-            cpu=cpu_only(), mixed_precision=args.mixed_precision, fsdp_plugin=plugin,
-            dynamo_plugin=TorchDynamoPlugin(backend="inductor", use_regional_compilation=True))
-        cpu_fsdp_shim(accelerator, plugin)
-        assert accelerator.is_fsdp2, accelerator.distributed_type
-        return accelerator
-
-    train(args, make, "fsdp2")
+    train(args, lambda: make_accelerator(args), "fsdp2")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ stopped at the end, on a timeout and on Ctrl-C.
 
 --job fsdp2 runs examples/accelerate_fsdp2.py instead (Accelerate's FSDP2
 path, fully_shard per block, with kcache.accelerate.install(), or Accelerate's
-own compile_regions for none / pytorch-remote; docs/distributed.md): its
+own compile_regions for none / pytorch-remote, or nothing compiled for eager:
+bench/coldstart/fsdp2_eager.py; docs/distributed.md): its
 rows sit beside the DDP job's in the same results file and report. FSDP2
 reduces gradients inside backward (reduce-scatter), so its "first
 all-reduce" is the end of the first backward. Its model keeps the KV cache
@@ -107,9 +108,13 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
         if setup == "background":
             cmd.append("--until-compiled")
     else:  # Accelerate's FSDP2 path; kcache through kcache.accelerate.install()
-        cmd += [str(services.REPO / "examples" / "accelerate_fsdp2.py"), *common]
+        script = (services.REPO / "bench" / "coldstart" / "fsdp2_eager.py" if compiler == "eager" else
+                  services.REPO / "examples" / "accelerate_fsdp2.py")
+        cmd += [str(script), *common]
         if compiler == "accelerate":
             cmd.append("--no-kcache")
+        if setup == "background":
+            cmd.append("--until-compiled")
     if setup == "node":
         cmd += ["--node-dir", str(work / "node-shared")]
     elif setup.startswith("server") or setup in ("precompiled", "background"):
