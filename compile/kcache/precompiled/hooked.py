@@ -36,6 +36,8 @@ import contextlib
 
 from kcache import _torch_adaptor as adaptor
 
+from . import entries
+
 TRACED = object()  # what a forward region returns for a block it cannot run
 
 
@@ -84,7 +86,7 @@ def call(region, block, slots: dict, args: tuple, kwargs: dict):
             out = forwards.run_plain(block, own, a, k)
             if out is TRACED:
                 slots["hooked"] = "the block has hooks and its forward could not be precompiled"
-                return type(block).forward(block, *a, **k)
+                return entries.forward(block, *a, **k)
             return out
 
     block.__dict__["forward"] = forward

@@ -19,6 +19,7 @@ the reason and counted.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any, Callable
@@ -32,7 +33,7 @@ from kcache.guards import class_memo
 from kcache.keys.fields import CompileSettings
 from kcache.state import counters
 
-from . import hooked, variants
+from . import entries, hooked, variants
 from .spec import fast_spec
 
 log = logging.getLogger("kcache")
@@ -112,20 +113,16 @@ class PrecompiledRegion:
 
     def _eager(self, block: torch.nn.Module, args: tuple, kwargs: dict):
         """The block's own forward, while its region is being compiled
-        elsewhere. A block compiled in place (entry "call_impl") runs its
-        `_call_impl`, a hooked block's forward its class's forward: calling
-        the block would come back here."""
-        if self.entry == "call_impl":
-            return block._call_impl(*args, **kwargs)
-        if self.entry == "forward":
-            return type(block).forward(block, *args, **kwargs)
-        return block(*args, **kwargs)
+        elsewhere: the region's entry run eagerly (a block compiled in place
+        runs its `_call_impl`, a hooked block its class's forward: calling
+        the block would come back here)."""
+        return entries.ENTRIES[self.entry](block, *args, **kwargs)
 
     def eager_reference(self, block: torch.nn.Module) -> Callable:
         """What a first use is compared with (KCACHE_VERIFY_FIRST_USE): the
         block's call, or for a hooked block its class's forward alone."""
         if self.entry == "forward":
-            return lambda *a, **k: type(block).forward(block, *a, **k)
+            return functools.partial(entries.forward, block)
         return block._call_impl
 
     def _first_call(self, block: torch.nn.Module, slots: dict, spec: tuple, args: tuple, kwargs: dict):
