@@ -164,6 +164,7 @@ asio::awaitable<Response> handle_get(Services& s, Request& req, const NamespaceP
     if (waiter->take_wake()) continue;  // landed or released while we looked
     if (!waited) {
       waited = true;
+      waiter->mark_waiting();
       s.metrics.leases_waited.fetch_add(1, std::memory_order_relaxed);
     }
     // Sleep until the landing (the timer is cancelled), the wait's end or

@@ -41,7 +41,9 @@ void Waiters::notify_all() {
 
 std::size_t Waiters::count() const {
   std::lock_guard lock(mu_);
-  return waiting_.size();
+  std::size_t n = 0;
+  for (const auto& [k, w] : waiting_) n += w->waiting_.load() ? 1 : 0;
+  return n;
 }
 
 }  // namespace kcache::server

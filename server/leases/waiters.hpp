@@ -27,10 +27,16 @@ class Waiter {
   boost::asio::steady_timer timer;  // used only on its executor
   // Consumes a pending wake-up; true when one came since the last call.
   bool take_wake() { return woken_.exchange(false); }
+  // Called before the first sleep: from then until it is removed, the
+  // waiter counts in Waiters::count(). A registered waiter that has not
+  // slept yet is still doing its first lookup, and may yet hit without
+  // waiting; counting it would let a gauge reader act too early.
+  void mark_waiting() { waiting_.store(true); }
 
  private:
   friend class Waiters;
   std::atomic<bool> woken_{false};
+  std::atomic<bool> waiting_{false};
 };
 
 class Waiters {
@@ -41,6 +47,7 @@ class Waiters {
   void notify(const std::string& key);
   // Wakes every waiter (shutdown).
   void notify_all();
+  // Waiters that have slept at least once (mark_waiting), not all registered.
   std::size_t count() const;
 
  private:

@@ -92,6 +92,7 @@ asio::awaitable<void> get(RespShared& sh, Conn& c, const std::string& key, std::
       co_return;
     }
     waited = true;
+    waiter->mark_waiting();
     waiter->timer.expires_at(std::min(deadline, *st.until + std::chrono::milliseconds(1)));
     boost::system::error_code ec;
     co_await waiter->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
