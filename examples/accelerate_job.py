@@ -131,6 +131,7 @@ def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode
         **marks, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss // 1024,
         "losses": losses, "step_end_s": step_end_s, "eager_steps": eager_steps,
         "timeline": background.current().timeline() if background.current() else [],
+        "timeline_t0_s": background.current().t0_wall - t0 if background.current() else None,
         "counters": adaptor.counters(),
         "kcache": kcache.stats() if not args.no_kcache else {},
         "regions": kcache.api.region_outcomes() if not args.no_kcache else [],
