@@ -64,6 +64,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("KCACHE_WORKER_DEADLINE_S", "int", 1800,
             "the longest one region's compile may take in the worker before it is stopped; the "
             "region stays eager until another process stores it"),
+    Setting("KCACHE_SHARE_KERNELS", "bool", True,
+            "compile workers build each CPU kernel library through the store, so that a kernel two "
+            "regions share is built once cluster-wide (docs/cold-start.md)"),
     Setting("KCACHE_ALLOW_UNTESTED_TORCH", "bool", False,
             "use every path on a torch outside the supported releases (docs/torch-support.md)"),
 )}

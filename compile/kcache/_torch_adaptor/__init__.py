@@ -20,6 +20,8 @@ What it provides:
   Inductor cache directory where PyTorch looks for them;
 - Inductor's compile entry point with mode / options applied;
 - PyTorch's own counters, which tests use to prove hits;
+- a hook around Inductor's build of each CPU kernel library (cpp_build.py),
+  through which compile workers share kernels;
 - precompiled regions: Dynamo's own output for one block (aot_compile),
   serialized, deserialized, its guards checked and its constants read
   (kcache.precompiled, docs/precompiled.md), loaded with stand-ins for
@@ -33,7 +35,7 @@ from kcache (the portable checks' readers, settings) is passed in.
 
 One file per idea (drift.py, compiled_module.py, versions.py, inductor.py, config_key.py, capture.py,
 target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
-trace_capture.py, hooks.py, graph_ops.py);
+trace_capture.py, hooks.py, graph_ops.py, cpp_build.py);
 callers import only this package, `from kcache import _torch_adaptor as
 adaptor`, and reach every name through it.
 """
@@ -48,6 +50,7 @@ from .aoti import aoti_compile_package, aoti_load_package
 from .compiled_module import OptimizedModule, init_optimized_module
 from .versions import dict_version
 from .capture import Capture, record_loaded_libraries, capture_region, restore_region
+from .cpp_build import hook_library_builds, library_build_hook_available
 from .config_key import config_fingerprint, ensure_recompile_limit, config_snapshot, config_restore
 from .gpu_kernels import triton_cubins
 from .graph_ops import is_aten_op, reset_dynamo, in_backward

@@ -233,6 +233,9 @@ class Background:
         job.compile_seconds = float(m.get("compile_seconds", 0.0))
         job.by = m.get("by", "this rank's worker")
         counters.bump(background_compile_seconds=job.compile_seconds)
+        kernels = m.get("kernels") or {}
+        counters.bump(background_kernels_built=int(kernels.get("built", 0)),
+                      background_kernels_fetched=int(kernels.get("fetched", 0)))
 
     def _switched(self, job: Job) -> None:
         counters.bump(regions_switched=1)

@@ -63,13 +63,17 @@ class Stats:
     # regions given to this rank's compile worker, those that switched to
     # compiled, the worker's compile seconds (off the training thread),
     # regions the worker could not take (compiled on the training thread)
-    # and regions left eager by a worker fault.
+    # and regions left eager by a worker fault; the kernel libraries the
+    # worker built and those it installed from another worker instead
+    # (kcache/background/shared_kernels.py).
     eager_block_calls: int = 0
     background_jobs: int = 0
     regions_switched: int = 0
     background_compile_seconds: float = 0.0
     background_refusals: int = 0
     background_faults: int = 0
+    background_kernels_built: int = 0
+    background_kernels_fetched: int = 0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     bytes_fetched: int = 0

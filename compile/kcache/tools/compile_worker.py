@@ -12,8 +12,10 @@ at once. It reports on RESULT_FD:
 
 - {"kind": "compiling", "key"}: it took the lease and compiles now (the
   rank's deadline counts from here);
-- {"kind": "done", "key", "compile_seconds", "by"}: stored (compiled here,
-  or by another process), so the rank's next call fetches it;
+- {"kind": "done", "key", "compile_seconds", "by", "kernels"}: stored
+  (compiled here, or by another process), so the rank's next call fetches
+  it; "kernels" counts the kernel libraries its compile built here and
+  those it installed from another worker (kcache.background.shared_kernels);
 - {"kind": "refused", "key", "reason"}: it computed another key for the
   block than the rank did (something the skeleton does not carry changes
   the code), its classes differ in members it could not copy, or
@@ -35,7 +37,8 @@ import queue
 import sys
 import threading
 
-from kcache.background import Busy, wire
+from kcache import settings
+from kcache.background import Busy, shared_kernels, wire
 from kcache.background.nowait import TryStore
 from kcache.background.skeleton import applied, rebuild
 from kcache.precompiled import PrecompiledRegion, variants
@@ -65,6 +68,7 @@ class Worker:
         self.out_fd = out_fd
         self.client = store.get_store()
         self.lock = threading.Lock()
+        self.kernels = shared_kernels.share(self.client) if settings.enabled("KCACHE_SHARE_KERNELS") else None
 
     def report(self, message: dict) -> None:
         with self.lock:
@@ -91,6 +95,7 @@ class Worker:
                 job["tries"] = TryStore(self.client, lambda k: self.report({"kind": "compiling", "key": k}))
             tries = region.builds = job["tries"]
             spent = self.client.stats()["compile_seconds_spent"]
+            kernels = self.kernels.totals() if self.kernels else {}
             with applied(context) as unset:
                 spec = (block.training, fast_spec(args, kwargs))
                 variants.function_for(region, block, spec, args, kwargs)
@@ -105,9 +110,14 @@ class Worker:
                 f"the compile worker keyed the block {', '.join(k[:12] for k in tries.asked)}, "
                 f"not {key[:12]}" + (f" (configs it could not set: {', '.join(unset)})" if unset else ""))})
             return True
-        seconds = self.client.stats()["compile_seconds_spent"] - spent
+        # A kernel library built inside the region's compile counts in both
+        # compile callbacks' seconds: once is enough.
+        now = self.kernels.totals() if self.kernels else {}
+        built_s = now.get("build_seconds", 0.0) - kernels.get("build_seconds", 0.0)
+        seconds = self.client.stats()["compile_seconds_spent"] - spent - built_s
         self.report({"kind": "done", "key": key, "compile_seconds": seconds,
-                     "by": "this rank's worker" if seconds > 0 else "another process"})
+                     "by": "this rank's worker" if seconds > 0 else "another process",
+                     "kernels": {k: now[k] - kernels[k] for k in ("built", "fetched", "refused")} if now else {}})
         return True
 
     def run(self) -> None:

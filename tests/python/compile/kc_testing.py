@@ -29,14 +29,18 @@ def write_cxx_wrapper(directory: pathlib.Path) -> pathlib.Path:
     `--version` / `-v` identity queries are not logged. Each logged line is
     one real compile, preprocess or link. While the file
     $KCACHE_TEST_CXX_GATE names exists, each logged run waits before g++
-    (a test holds a compile in progress that way: test_cold_background.py). Its path is part of kcache's key
+    (a test holds a compile in progress that way: test_cold_background.py);
+    with $KCACHE_TEST_CXX_GATE_MATCH set, only the runs whose arguments
+    contain it wait (test_shared_kernels.py holds a kernel library's build,
+    not the header preprocessing before it). Its path is part of kcache's key
     (CXX) and of PyTorch's: runs meant to hit each other use the same one.
     """
     wrapper = directory / "cxx-wrapper.sh"
     wrapper.write_text(
         "#!/bin/sh\n"
         'case "$*" in --version|-v|*" --version"*) ;; *) echo "$*" >> "$KCACHE_TEST_CXX_LOG"\n'
-        '  while [ -n "$KCACHE_TEST_CXX_GATE" ] && [ -e "$KCACHE_TEST_CXX_GATE" ]; do sleep 0.1; done;;\n'
+        '  case "$*" in *"$KCACHE_TEST_CXX_GATE_MATCH"*)\n'
+        '    while [ -n "$KCACHE_TEST_CXX_GATE" ] && [ -e "$KCACHE_TEST_CXX_GATE" ]; do sleep 0.1; done;; esac;;\n'
         'esac\n'
         'exec g++ "$@"\n'
     )

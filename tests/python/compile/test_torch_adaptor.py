@@ -249,3 +249,28 @@ def test_a_load_builds_each_kernels_build_options_once_and_the_same():
         assert [line(o) for o in first] == fresh and line(again[1]) == fresh[1]
         assert "-DMINE" not in line(first[0]) and first[0].precompiled_header is None
         assert codecache.CppTorchDeviceOptions is real
+
+
+def test_kernel_library_builds_go_through_the_hooked_function():
+    """Compile workers share kernel libraries through a hook on Inductor's
+    _worker_compile_cpp (kcache/_torch_adaptor/cpp_build.py): this torch still
+    builds them there, and the hook sees a build and can be undone."""
+    from torch._inductor import codecache
+
+    assert adaptor.library_build_hook_available()
+    real = codecache._worker_compile_cpp
+    seen = []
+    undo = adaptor.hook_library_builds(lambda target, build: seen.append(target))
+    try:
+        class Builder:
+            def __init__(self, target):
+                self.target = target
+
+            def get_target_file_path(self):
+                return self.target
+
+        codecache._worker_compile_cpp("/nonexistent.lock", (Builder("/nonexistent/k.main.so"),))
+        assert seen == ["/nonexistent/k.main.so"]
+    finally:
+        undo()
+    assert codecache._worker_compile_cpp is real
