@@ -114,6 +114,15 @@ def shared_kernels(log: Path) -> str:
             + (f" ({', '.join(twice)})" if twice else ""))
 
 
+def kernels(wave: dict) -> dict | None:
+    """Kernel libraries the ranks' workers built, installed from another's
+    build and refused, summed; None for a run before they were shared."""
+    ks = [r["kcache"] for r in wave["ranks"] if r.get("kcache")]
+    if not ks or not any("background_kernels_built" in k for k in ks):
+        return None
+    return {w: sum(k.get(f"background_kernels_{w}", 0) for k in ks) for w in ("built", "fetched", "refused")}
+
+
 def eager_calls(wave: dict) -> int:
     return sum(r["kcache"].get("eager_block_calls", 0) for r in wave["ranks"] if r.get("kcache"))
 
@@ -185,6 +194,11 @@ def write(path: Path, md: Path, png: Path) -> None:
             same = cold["cxx_codegen"] == one["cxx_codegen"]
             verdicts.append(f"- N={n}, host-compiler builds cluster-wide {cold['cxx_codegen']} against "
                             f"{one['cxx_codegen']} at N={ns[0]} — **{'met' if same else 'not met'}**")
+        shared = kernels(cold)
+        if shared is not None:
+            verdicts.append(f"- N={n}, kernel libraries: {shared['built']} built by the ranks' workers, "
+                            f"{shared['fetched']} installed from another worker's build, {shared['refused']} "
+                            "refused (kcache/background/shared_kernels.py)")
         gap, steps = loss_gap(cold, eager)
         switch, diff, over = mixing(cold, eager)
         where = ""
@@ -221,11 +235,17 @@ def write(path: Path, md: Path, png: Path) -> None:
                             f"cluster compile wall time {s['wall_s']:.1f} s against {s['sum_s']:.1f} s summed — "
                             f"**{'below the sum (met)' if s['wall_s'] < s['sum_s'] else 'not below the sum'}**")
     lines += verdicts
-    lines += ["", "Builds: with regions spread over several workers, a kernel that two regions share "
-              "(Inductor generates the same C++ for both) is built once by each worker that compiles one "
-              "of them, where one process builds it once for both. bench/coldstart/background_n2_cxx.log "
+    sharing = any(kernels(w) is not None for row in by.values() for w in (row.get("cold"),) if w and "error" not in w)
+    lines += ["", ("Builds: the compile workers of this run built each CPU kernel library through the store "
+                   "(kcache/background/shared_kernels.py, docs/cold-start.md \"Kernels two regions share\"): a "
+                   "kernel that two regions share, compiled by workers of different ranks, is built once and "
+                   "installed by the other." if sharing else
+                   "Builds: with regions spread over several workers, a kernel that two regions share "
+                   "(Inductor generates the same C++ for both) is built once by each worker that compiles one "
+                   "of them, where one process builds it once for both.")
+              + " Before kernel libraries were shared, bench/coldstart/background_n2_cxx.log "
               "(`run.py --ranks 2 --setups background --keep`, one g++ run per line: rank, CPU seconds, "
-              "output) shows it: " + shared_kernels(HERE / "background_n2_cxx.log") + ".",
+              "output) showed it: " + shared_kernels(HERE / "background_n2_cxx.log") + ".",
               "", "All N ranks and their workers share this machine's 2 CPUs: a worker compiling beside "
               "eager ranks slows both, and regions compiled at once on different ranks still share two "
               "cores, so the wall time of parallel compiles falls below their sum only as far as two "

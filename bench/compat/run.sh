@@ -16,7 +16,8 @@ cd "$root"
 tests=(tests/python/compile/test_accelerate.py tests/python/compile/test_regions.py tests/python/compile/test_region_keys.py
        tests/python/compile/test_precompiled_blocks.py tests/python/compile/test_precompiled_warm.py
        tests/python/compile/test_cold_warm.py
-       tests/python/compile/test_accelerate_distributed.py)
+       tests/python/compile/test_accelerate_distributed.py tests/python/compile/test_worker_hooked.py
+       tests/python/compile/test_shared_kernels.py)
 name=results-previous log=pytest-previous
 if [[ -n ${COMPAT_VENV:-} ]]; then
   py=$COMPAT_VENV/bin/python

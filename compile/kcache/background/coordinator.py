@@ -235,7 +235,8 @@ class Background:
         counters.bump(background_compile_seconds=job.compile_seconds)
         kernels = m.get("kernels") or {}
         counters.bump(background_kernels_built=int(kernels.get("built", 0)),
-                      background_kernels_fetched=int(kernels.get("fetched", 0)))
+                      background_kernels_fetched=int(kernels.get("fetched", 0)),
+                      background_kernels_refused=int(kernels.get("refused", 0)))
 
     def _switched(self, job: Job) -> None:
         counters.bump(regions_switched=1)

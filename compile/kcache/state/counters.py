@@ -64,8 +64,8 @@ class Stats:
     # compiled, the worker's compile seconds (off the training thread),
     # regions the worker could not take (compiled on the training thread)
     # and regions left eager by a worker fault; the kernel libraries the
-    # worker built and those it installed from another worker instead
-    # (kcache/background/shared_kernels.py).
+    # worker built, those it installed from another worker instead, and
+    # stored ones it refused (kcache/background/shared_kernels.py).
     eager_block_calls: int = 0
     background_jobs: int = 0
     regions_switched: int = 0
@@ -74,6 +74,7 @@ class Stats:
     background_faults: int = 0
     background_kernels_built: int = 0
     background_kernels_fetched: int = 0
+    background_kernels_refused: int = 0
     compile_seconds: float = 0.0
     compile_seconds_saved: float = 0.0
     bytes_fetched: int = 0

@@ -13,6 +13,8 @@ import pathlib
 import subprocess
 import time
 
+import pytest
+
 from kc_testing import PYTHON, ServerProcess, python_env
 
 JOB = str(pathlib.Path(__file__).with_name("kernel_share_job.py"))
@@ -49,6 +51,7 @@ def _libraries_built(log: pathlib.Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow  # four fresh processes, each compiling
 def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refused(tmp_path, cxx_wrapper):
     server = ServerProcess(tmp_path)
     try:
@@ -87,6 +90,7 @@ def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refus
     assert sorted(_libraries_built(gone_log)) == sorted(names) and gone["max_err"] < 1e-5
 
 
+@pytest.mark.slow
 def test_two_processes_at_once_build_each_library_once(tmp_path, cxx_wrapper):
     server = ServerProcess(tmp_path)
     gate = tmp_path / "gate"
