@@ -48,6 +48,19 @@ def write_cxx_wrapper(directory: pathlib.Path) -> pathlib.Path:
     return wrapper
 
 
+def libraries_built(log: pathlib.Path) -> list[str]:
+    """The kernel libraries (Inductor's <hash>.main.so) the host compiler
+    wrote, by file name, from a CXX wrapper's log (write_cxx_wrapper)."""
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        args = line.split()
+        out += [args[i + 1].rsplit("/", 1)[-1] for i, a in enumerate(args[:-1])
+                if a == "-o" and args[i + 1].endswith(".main.so")]
+    return out
+
+
 @pytest.fixture
 def cxx_wrapper(tmp_path):
     """(wrapper, log): the session's CXX wrapper (session_cxx_wrapper), and

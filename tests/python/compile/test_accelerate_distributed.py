@@ -20,7 +20,7 @@ import subprocess
 
 import pytest
 
-from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env, seed_node  # noqa: F401
+from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, libraries_built, python_env, seed_node  # noqa: F401
 
 RANKS = 2
 
@@ -35,18 +35,6 @@ def codegen_runs(log) -> int:
         outs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-o"]
         n += any(o.endswith((".so", ".o")) for o in outs)
     return n
-
-
-def libraries_built(log) -> list[str]:
-    """The kernel libraries (Inductor's <hash>.main.so) the host compiler wrote, by file name."""
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_text().splitlines():
-        args = line.split()
-        out += [args[i + 1].rsplit("/", 1)[-1] for i, a in enumerate(args[:-1])
-                if a == "-o" and args[i + 1].endswith(".main.so")]
-    return out
 
 
 def wave(tmp_path, script, server, cxx, name, *extra, cold_start="wait"):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from kc_testing import PYTHON, ServerProcess, python_env
+from kc_testing import PYTHON, ServerProcess, libraries_built, python_env
 
 JOB = str(pathlib.Path(__file__).with_name("kernel_share_job.py"))
 
@@ -39,18 +39,6 @@ def _result(proc) -> dict:
     return res
 
 
-def _libraries_built(log: pathlib.Path) -> list[str]:
-    """The kernel libraries (.main.so) g++ wrote, from the CXX wrapper's log."""
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_text().splitlines():
-        args = line.split()
-        if "-o" in args and args[args.index("-o") + 1].endswith(".main.so"):
-            out.append(args[args.index("-o") + 1].rsplit("/", 1)[-1])
-    return out
-
-
 @pytest.mark.slow  # four fresh processes, each compiling
 def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refused(tmp_path, cxx_wrapper):
     server = ServerProcess(tmp_path)
@@ -60,7 +48,7 @@ def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refus
         names = first["asked"]
         # Positive control: the first container's compiler built every library it needed.
         assert len(names) >= 2 and first["totals"] == {**first["totals"], "built": len(names), "fetched": 0}
-        assert sorted(_libraries_built(first_log)) == sorted(names)
+        assert sorted(libraries_built(first_log)) == sorted(names)
         assert server.metrics()["kcache_uploads_total"] == len(names)
         hits = server.metrics()["kcache_cache_hits_total"]
 
@@ -68,7 +56,7 @@ def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refus
         second = _result(second_proc)
         assert second["asked"] == names
         assert second["totals"] == {**second["totals"], "built": 0, "fetched": len(names), "refused": 0}
-        assert _libraries_built(second_log) == []  # g++ wrote no kernel library
+        assert libraries_built(second_log) == []  # g++ wrote no kernel library
         assert server.metrics()["kcache_cache_hits_total"] - hits == len(names)
         assert second["max_err"] < 1e-5
 
@@ -77,7 +65,7 @@ def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refus
         forged_proc, forged_log = _start(tmp_path, "forged", server.url, cxx_wrapper[0], mode="forge")
         forged = _result(forged_proc)
         assert forged["totals"] == {**forged["totals"], "fetched": 0, "refused": len(names)}
-        assert sorted(_libraries_built(forged_log)) == sorted(names)
+        assert sorted(libraries_built(forged_log)) == sorted(names)
         assert "is not an ELF file; built here" in forged["stderr"]
         assert "not exactly" in forged["stderr"]
         assert forged["max_err"] < 1e-5
@@ -87,7 +75,7 @@ def test_a_library_is_built_once_and_installed_elsewhere_and_forgeries_are_refus
     # No server (killed): every library is built here, the job unharmed.
     gone_proc, gone_log = _start(tmp_path, "gone", server.url, cxx_wrapper[0])
     gone = _result(gone_proc)
-    assert sorted(_libraries_built(gone_log)) == sorted(names) and gone["max_err"] < 1e-5
+    assert sorted(libraries_built(gone_log)) == sorted(names) and gone["max_err"] < 1e-5
 
 
 @pytest.mark.slow
@@ -100,16 +88,16 @@ def test_two_processes_at_once_build_each_library_once(tmp_path, cxx_wrapper):
         # under that library's lease.
         a, a_log = _start(tmp_path, "a", server.url, cxx_wrapper[0], gate=gate)
         deadline = time.monotonic() + 600
-        while not _libraries_built(a_log) and a.poll() is None and time.monotonic() < deadline:
+        while not libraries_built(a_log) and a.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _libraries_built(a_log), "the first process never reached a library build"
+        assert libraries_built(a_log), "the first process never reached a library build"
         # The second needs the same library: it waits on the lease, builds nothing meanwhile.
         b, b_log = _start(tmp_path, "b", server.url, cxx_wrapper[0])
         while server.metrics().get("kcache_leases_waited_total", 0) < 1 and b.poll() is None \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.metrics().get("kcache_leases_waited_total", 0) >= 1, "the second process did not wait"
-        assert _libraries_built(b_log) == []
+        assert libraries_built(b_log) == []
         gate.unlink()
         ra, rb = _result(a), _result(b)
     finally:
@@ -119,7 +107,7 @@ def test_two_processes_at_once_build_each_library_once(tmp_path, cxx_wrapper):
     names = ra["asked"]
     assert rb["asked"] == names and len(names) >= 2
     # Each library built exactly once over both processes, whoever took its lease.
-    built = _libraries_built(a_log) + _libraries_built(b_log)
+    built = libraries_built(a_log) + libraries_built(b_log)
     assert sorted(built) == sorted(names), built
     assert ra["totals"]["built"] + rb["totals"]["built"] == len(names)
     assert ra["totals"]["fetched"] + rb["totals"]["fetched"] == len(names)
