@@ -110,12 +110,15 @@ class SharedKernels:
                 state["failed"] = True  # the compiler's error: it reaches Inductor unchanged
                 raise
             finally:
-                self._count(build_seconds=time.monotonic() - t0)
+                seconds = time.monotonic() - t0
+                self._count(build_seconds=seconds)
             state["built"] = True
             self._count(built=1)
             with open(target, "rb") as f:
                 data = f.read()
-            return bundle_io.pack_precompiled(key, explanation, binaries={name: data},
+            # Its build seconds in the manifest: `kcache evict --order value`
+            # weighs what a library saves like any region's compile.
+            return bundle_io.pack_precompiled(key, explanation, binaries={name: data}, compile_seconds=seconds,
                                               extra={"kernel": {"library": name}})
 
         try:
