@@ -319,10 +319,18 @@ class RedisCluster:
             for p in c.ports[1:]:
                 cli(p, "CLUSTER", "MEET", "127.0.0.1", str(first))
             # Until every node knows every other and they agree on who has
-            # which slot (the claims travel by gossip).
-            deadline = time.monotonic() + 30
+            # which slot (the claims travel by gossip). A MEET whose handshake
+            # does not finish within the node timeout (a loaded machine) is
+            # dropped by Redis, so a node that still misses a peer meets again.
+            deadline = time.monotonic() + 60
+            met = time.monotonic()
             while True:
                 infos = [cli(p, "CLUSTER", "INFO") for p in c.ports]
+                if time.monotonic() - met > 2 * node_timeout_ms / 1000:
+                    met = time.monotonic()
+                    for p, i in zip(c.ports[1:], infos[1:]):
+                        if f"cluster_known_nodes:{len(c.ports)}" not in i:
+                            cli(p, "CLUSTER", "MEET", "127.0.0.1", str(first))
                 assigned = {line for i in infos for line in i.splitlines() if line.startswith("cluster_slots_assigned")}
                 if all(f"cluster_known_nodes:{len(c.ports)}" in i for i in infos) and len(assigned) == 1 and \
                         "Nodes don't agree" not in subprocess.run(
@@ -330,7 +338,10 @@ class RedisCluster:
                             text=True, timeout=60).stdout:
                     break
                 if time.monotonic() > deadline:
-                    raise RuntimeError("the restored masters never agreed on their slots")
+                    raise RuntimeError("the restored masters never agreed on their slots: " + "; ".join(
+                        f"{p}: " + " ".join(line for line in i.splitlines() if line.startswith(
+                            ("cluster_known_nodes", "cluster_slots_assigned", "cluster_state")))
+                        for p, i in zip(c.ports, infos)))
                 time.sleep(0.1)
             # Covering slots is a question --cluster-yes does not answer: say yes on stdin.
             fixed = subprocess.run([REDIS_CLI, "--cluster", "fix", f"127.0.0.1:{first}", "--cluster-yes"],
