@@ -8,10 +8,10 @@ kcache.stats(), PyTorch's `unique_graphs` counter and the region outcomes."""
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 _JOB = textwrap.dedent("""
     import copy, json, torch, kcache, kcache.api
@@ -45,7 +45,6 @@ def run_stack(tmp_path, name: str, blocks: int, backward: bool = False, **env: s
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      PYTHONPATH=str(tmp_path / "src"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
                      **env)
-    out = subprocess.run([PYTHON, "-c", _JOB.format(blocks=blocks, backward=backward)],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = run_job([PYTHON, "-c", _JOB.format(blocks=blocks, backward=backward)], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, REPO, python_env
+from harness.jobs import run_job
 
 
 def run(tmp_path, name, *extra):
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
-    out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra],
-                         capture_output=True, text=True, env=env, timeout=900)
+    out = run_job([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -71,8 +70,7 @@ def test_accelerate_mixed_precision_traced_path(tmp_path):
     """Over a minute: Accelerate's job compiled cold on the traced path."""
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="0",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind-traced"))
-    out = subprocess.run([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2"],
-                         capture_output=True, text=True, env=env, timeout=900)
+    out = run_job([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2"], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     cold = json.loads(out.stdout.strip().splitlines()[-1])
     assert cold["kcache"]["regions_seen"] >= 2 and cold["kcache"]["compiles"] >= 1

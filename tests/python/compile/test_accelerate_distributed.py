@@ -16,9 +16,9 @@ forward."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
+from harness.jobs import run_job
 
 from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, libraries_built, python_env, seed_node  # noqa: F401
 
@@ -46,12 +46,12 @@ def wave(tmp_path, script, server, cxx, name, *extra, cold_start="wait"):
     env = python_env(KCACHE_URL=server.url, KCACHE_PRECOMPILED="1", CXX=str(wrapper), KCACHE_TEST_CXX_LOG=str(log),
                      OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1", KCACHE_COLD_START=cold_start)
     before = server.metrics()
-    proc = subprocess.run(
+    proc = run_job(
         [PYTHON, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}",
          "--max-restarts=0", str(REPO / "examples" / script), *extra, "--out", str(out),
          "--inductor-dir", str(tmp_path / f"inductor-{name}" / "rank-{rank}"),
          "--node-dir", str(tmp_path / f"node-{name}" / "rank-{rank}")],
-        capture_output=True, text=True, env=env, timeout=900)
+        env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     after = server.metrics()
     ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in range(RANKS)]

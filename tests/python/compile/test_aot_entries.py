@@ -18,12 +18,12 @@ bypass and one region not stored), and trains to the same loss.
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, python_env
 from tiny_job import stored_bundles
+from harness.jobs import run_job
 
 JOB = r'''
 import json, torch, kcache.api
@@ -81,8 +81,7 @@ print(json.dumps({"loss": loss.item(), "grad": lin.weight.grad.sum().item(),
 
 
 def run(tmp_path, name):
-    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, timeout=600,
-                         env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+    out = run_job([PYTHON, "-c", JOB], timeout=600, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
                                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"),
                                         OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
                                         # The traced path, which ZeRO 3's hooked blocks take

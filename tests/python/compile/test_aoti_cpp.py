@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from kc_testing import PYTHON, REPO, ServerProcess, python_env, seed_env
+from harness.jobs import run_job
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +57,7 @@ def _eager_model(kind: str):
 
 def run_cpp(plan: pathlib.Path, env: dict[str, str], tmp: pathlib.Path, *extra: str,
             check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(RUNNER), "--plan", str(plan), *extra], env=env, cwd=tmp,
-                          capture_output=True, text=True, timeout=300)
+    proc = run_job([str(RUNNER), "--plan", str(plan), *extra], timeout=300, env=env, cwd=tmp)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -75,23 +75,16 @@ def prewarmed(request, tmp_path_factory):
         # Both entry points: kcache.tools.aoti_prewarm, and kcache.tools.prewarm --aoti.
         entry = ["kcache.aoti_prewarm", "--out", str(plan)] if kind == "gpt2" else \
             ["kcache.prewarm", "--aoti", str(plan)]
-        out = subprocess.run(
-            [PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
-             "--hidden", str(HIDDEN), "--heads", str(HEADS)],
-            # Its own Inductor dir: the default one (/tmp/torchinductor_$USER)
-            # outlives the run and would hand a later run its compiles.
-            env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node"),
-                     TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor-prewarm")),
-            capture_output=True, text=True, timeout=600)
+        out = run_job([PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
+             "--hidden", str(HIDDEN), "--heads", str(HEADS)], timeout=600, env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor-prewarm")))
         assert out.returncode == 0, out.stderr[-3000:]
         # With a server, prewarm skips this host's node tier (a region found
         # there would never reach the server).
         assert not list((tmp / "prewarm-node").rglob("objects/*/*"))
         # A node tier holding every package, for the fault cases: what a C++
         # process leaves behind after fetching from the server.
-        fill = subprocess.run([str(RUNNER), "--plan", str(plan)], capture_output=True, text=True,
-                              env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "filled-node")),
-                              timeout=300)
+        fill = run_job([str(RUNNER), "--plan", str(plan)], timeout=300, env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "filled-node")))
         assert fill.returncode == 0, fill.stderr[-3000:]
         yield {"kind": kind, "tmp": tmp, "server": server, "plan": plan,
                "prewarm": json.loads(out.stdout.strip().splitlines()[-1]), "log": out.stdout}
@@ -152,7 +145,7 @@ def test_python_and_cpp_agree_on_region_keys(prewarmed):
     script = ("import json, kcache.aoti.region as r, kcache.aoti.stages as s, kcache.tools.aoti_prewarm as p;"
               f"m = p.seeded_model({prewarmed['kind']!r}, {LAYERS}, {HIDDEN}, {HEADS}, 0);"
               "print(json.dumps([r.export(x).key for x in s.stages_for(m)]))")
-    out = subprocess.run([PYTHON, "-c", script], env=_env(), capture_output=True, text=True, timeout=300)
+    out = run_job([PYTHON, "-c", script], timeout=300, env=_env())
     assert out.returncode == 0, out.stderr[-3000:]
     keys = json.loads(out.stdout.strip().splitlines()[-1])
     assert keys == [s["key"] for s in plan["stages"]]

@@ -13,11 +13,11 @@ import textwrap
 import pytest
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 
 def run(code: str) -> dict:
-    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         env=python_env(), timeout=300)
+    out = run_job([PYTHON, "-c", textwrap.dedent(code)], timeout=300, env=python_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

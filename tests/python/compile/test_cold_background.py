@@ -34,11 +34,11 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
 import threading
 import time
 
 import pytest
+from harness.jobs import finish_job, start_job
 import torch
 
 from kc_testing import PYTHON, ServerProcess, python_env
@@ -66,12 +66,12 @@ def start(tmp_path, cxx, name, url, *extra, **env):
                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
                    KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"), OMP_NUM_THREADS="1",
                    TMPDIR=str(tmp), **env)
-    return subprocess.Popen([PYTHON, JOB, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=e)
+    return start_job([PYTHON, JOB, *extra], env=e)
 
 
 def finish(proc, tmp_path, name) -> dict:
-    stdout, stderr = proc.communicate(timeout=900)
+    done = finish_job(proc, 900)
+    stdout, stderr = done.stdout, done.stderr
     assert proc.returncode == 0, stderr[-4000:]
     out = json.loads(stdout.strip().splitlines()[-1])
     (tmp_path / f"job-{name}.json").write_text(json.dumps({**out, "stderr": stderr}))  # for a failure's reader

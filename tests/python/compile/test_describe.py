@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 
 import torch
 
@@ -13,6 +12,7 @@ from kc_testing import PYTHON, python_env
 
 
 from kcache.guards.describe import describe, describe_class
+from harness.jobs import run_job
 
 PROBE = r'''
 import json, sys, torch
@@ -24,8 +24,7 @@ print(json.dumps(describe_class(torch.nn.Linear)))
 
 
 def probe(state: str):
-    out = subprocess.run([PYTHON, "-c", PROBE, state], capture_output=True, text=True, timeout=300,
-                         env=python_env())
+    out = run_job([PYTHON, "-c", PROBE, state], timeout=300, env=python_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 JOB = __import__("pathlib").Path(__file__).parent / "dropin_save_job.py"
 
@@ -21,8 +21,7 @@ JOB = __import__("pathlib").Path(__file__).parent / "dropin_save_job.py"
 def job(tmp_path, what: str, kind: str, out) -> dict:
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{what}"), TOKENIZERS_PARALLELISM="false")
-    r = subprocess.run([PYTHON, str(JOB), what, "--kind", kind, "--out", str(out)],
-                       capture_output=True, text=True, env=env, timeout=1200)
+    r = run_job([PYTHON, str(JOB), what, "--kind", kind, "--out", str(out)], timeout=1200, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 from kc_testing import PYTHON, python_env
 from kcache.keys import env_table
+from harness.jobs import run_job
 
 RECORDER = r'''
 import json, os, sys
@@ -43,8 +43,7 @@ def hermetic_env(**extra: str) -> dict[str, str]:
 
 
 def test_every_variable_read_by_a_compile_is_declared(tmp_path):
-    out = subprocess.run([PYTHON, "-c", RECORDER], capture_output=True, text=True, timeout=600,
-                         env=hermetic_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind"),
+    out = run_job([PYTHON, "-c", RECORDER], timeout=600, env=hermetic_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind"),
                                           KCACHE_LOCAL_DIR=str(tmp_path / "node")))
     assert out.returncode == 0, out.stderr[-3000:]
     names = json.loads(out.stdout.strip().splitlines()[-1])

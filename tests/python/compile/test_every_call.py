@@ -8,18 +8,18 @@ as a named regression test."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 JOB = __import__("pathlib").Path(__file__).parent / "every_call_job.py"
 
 
 def job(tmp_path, name: str, *argv: str) -> dict:
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
-    r = subprocess.run([PYTHON, str(JOB), *argv], capture_output=True, text=True, env=env, timeout=600)
+    r = run_job([PYTHON, str(JOB), *argv], timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

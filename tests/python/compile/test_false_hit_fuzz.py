@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
 
 from kc_testing import HOST_FACTS, PYTHON, REPO, python_env
+from harness.jobs import run_job
 
 
 def own_hook(name: str) -> bool:
@@ -27,9 +27,8 @@ def fuzz(tmp_path, *args: str) -> dict:
     out_file = tmp_path / "result.json"
     env = python_env(PYTHONPATH=str(REPO / "tests"), TORCHINDUCTOR_COMPILE_THREADS="1", OMP_NUM_THREADS="1")
     seed = ["--host-facts", str(HOST_FACTS["dir"])] if HOST_FACTS["dir"] else []  # kc_testing.seed_node
-    out = subprocess.run([PYTHON, "-m", "falsehit.runner", "--work", str(tmp_path / "work"),
-                          "--out", str(out_file), *seed, *args], capture_output=True, text=True, env=env,
-                         timeout=900)
+    out = run_job([PYTHON, "-m", "falsehit.runner", "--work", str(tmp_path / "work"),
+                          "--out", str(out_file), *seed, *args], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out_file.read_text())
     for c in result["cases"]:

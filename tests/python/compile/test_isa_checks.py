@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from harness.jobs import run_job
 
 # A fresh node: its directory starts empty (no host facts from the session).
 pytestmark = pytest.mark.fresh_node
@@ -50,8 +50,7 @@ JOB = textwrap.dedent("""
 def _run(tmp_path, node, inductor, *args):
     env = dict(os.environ, KCACHE_LOCAL_DIR=str(node),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / inductor))
-    out = subprocess.run([sys.executable, "-c", JOB, *args], env=env, capture_output=True,
-                         text=True, timeout=600)
+    out = run_job([sys.executable, "-c", JOB, *args], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -10,11 +10,11 @@ process, since this one may have imported Inductor already.
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 # What Inductor's generated Python module imports from the compiler
 # (torch/_inductor/codegen/wrapper.py, torch 2.13).
@@ -30,8 +30,7 @@ HEADER = textwrap.dedent("""\
 
 
 def run(code: str) -> dict:
-    out = subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         env=python_env(), timeout=300)
+    out = run_job([PYTHON, "-c", textwrap.dedent(code)], timeout=300, env=python_env())
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

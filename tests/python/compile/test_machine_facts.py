@@ -8,12 +8,12 @@ fresh node directory and a fresh Inductor directory (a new container)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 
 import pytest
 
 from kc_testing import PYTHON, ServerProcess, python_env
+from harness.jobs import run_job
 
 pytestmark = pytest.mark.fresh_node
 
@@ -60,7 +60,7 @@ def _run(tmp, name, url, cxx, *args):
     node.mkdir(mode=0o700)
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(node), CXX=str(cxx),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp / f"inductor-{name}"))
-    out = subprocess.run([PYTHON, "-c", JOB, *args], env=env, capture_output=True, text=True, timeout=900)
+    out = run_job([PYTHON, "-c", JOB, *args], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

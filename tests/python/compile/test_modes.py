@@ -5,11 +5,11 @@ and a distinct key per mode."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 JOB = r'''
 import json, sys, torch, kcache
@@ -36,8 +36,7 @@ print(json.dumps(results))
 
 
 def run(tmp_path, name, modes):
-    out = subprocess.run([PYTHON, "-c", JOB, json.dumps(modes)], capture_output=True, text=True,
-                         timeout=900, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+    out = run_job([PYTHON, "-c", JOB, json.dumps(modes)], timeout=900, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
                                                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name)))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -10,11 +10,11 @@ the job trains (the first test also trains it eagerly to compare losses)."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, REPO, python_env
+from harness.jobs import run_job
 
 TINY = ["--layers", "2", "--steps", "3"]
 
@@ -22,8 +22,7 @@ TINY = ["--layers", "2", "--steps", "3"]
 def job(tmp_path, name: str, *extra: str) -> tuple[dict, str]:
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), OMP_NUM_THREADS="1")
-    out = subprocess.run([PYTHON, str(REPO / "tests" / "python" / "compile" / "other_torch_job.py"), *TINY, *extra],
-                         capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    out = run_job([PYTHON, str(REPO / "tests" / "python" / "compile" / "other_torch_job.py"), *TINY, *extra], timeout=600, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 

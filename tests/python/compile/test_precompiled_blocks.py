@@ -7,11 +7,11 @@ and other block indices hit."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, REPO, python_env
+from harness.jobs import run_job
 
 JOB = str(REPO / "tests" / "python" / "compile" / "precompiled_job.py")
 
@@ -24,7 +24,7 @@ def run(tmp_path, name, *args, **extra_env):
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"),
                      PYTHONPATH=str(REPO / "tests"), **extra_env)
-    out = subprocess.run([PYTHON, JOB, *args], capture_output=True, text=True, env=env, timeout=900)
+    out = run_job([PYTHON, JOB, *args], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
@@ -111,8 +111,7 @@ def test_modes_and_dynamic_take_the_precompiled_path(tmp_path):
     def job(phase):
         env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1", PYTHONPATH=str(REPO / "tests"),
                          TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{phase}"))
-        out = subprocess.run([PYTHON, "-c", "import kcache.api\n" + MODES_JOB, json.dumps(MODES)],
-                             capture_output=True, text=True, env=env, timeout=900)
+        out = run_job([PYTHON, "-c", "import kcache.api\n" + MODES_JOB, json.dumps(MODES)], timeout=900, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from kc_testing import PYTHON, REPO, ServerProcess, python_env
+from harness.jobs import run_job
 
 SIZE = ["--layers", "2", "--hidden", "32"]
 
@@ -24,8 +25,7 @@ def fresh_env(tmp_path, name, **extra):
 
 
 def prewarm(tmp_path, name, *args):
-    out = subprocess.run([PYTHON, "-m", "kcache.prewarm", "--model", "gpt2", *SIZE, *args],
-                         capture_output=True, text=True, env=fresh_env(tmp_path, name), timeout=900)
+    out = run_job([PYTHON, "-m", "kcache.prewarm", "--model", "gpt2", *SIZE, *args], timeout=900, env=fresh_env(tmp_path, name))
     return out, json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else None
 
 
@@ -50,8 +50,7 @@ def test_no_import_cycle_between_the_prewarm_modules():
 
 
 def test_refuses_a_nonzero_cuda_index():
-    out = subprocess.run([PYTHON, "-m", "kcache.prewarm", "--device", "cuda:1", *SIZE],
-                         capture_output=True, text=True, env=python_env(), timeout=300)
+    out = run_job([PYTHON, "-m", "kcache.prewarm", "--device", "cuda:1", *SIZE], timeout=300, env=python_env())
     assert out.returncode != 0 and "cuda:0 only" in out.stderr
 
 
@@ -93,9 +92,7 @@ def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
         assert again["inductor"].get("fxgraph_cache_miss", 0) == 0
 
         # The cluster's first job (same model, shapes and mode) starts warm.
-        job = subprocess.run([PYTHON, str(REPO / "examples/train_regional.py"), *SIZE, "--steps", "1"],
-                             capture_output=True, text=True, timeout=900,
-                             env=fresh_env(tmp_path, "job", KCACHE_URL=server.url))
+        job = run_job([PYTHON, str(REPO / "examples/train_regional.py"), *SIZE, "--steps", "1"], timeout=900, env=fresh_env(tmp_path, "job", KCACHE_URL=server.url))
         assert job.returncode == 0, job.stderr[-3000:]
         result = json.loads(job.stdout.strip().splitlines()[-1])
         assert result["kcache"]["compiles"] == 0 and result["kcache"]["misses"] == 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,6 +19,7 @@ from kcache._torch_adaptor import releases
 from kcache.keys.fields import CompileSettings
 from kcache.keys.graph_key import key_of_module
 from models import zoo
+from harness.jobs import run_job
 
 
 def block_call(model, block_path: str, *model_args):
@@ -240,8 +240,7 @@ def test_ci_variable_does_not_split_keys():
         env = {k: v for k, v in python_env().items() if k != "CI"}
         if ci:
             env["CI"] = ci
-        out = subprocess.run([PYTHON, "-c", code, str(REPO / "tests" / "models")], env=env,
-                             capture_output=True, text=True, timeout=300)
+        out = run_job([PYTHON, "-c", code, str(REPO / "tests" / "models")], timeout=300, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         keys.append(out.stdout.strip().splitlines()[-1])
     assert keys[0] == keys[1]

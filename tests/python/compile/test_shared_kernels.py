@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import time
 
 import pytest
+from harness.jobs import finish_job, start_job
 
 from kc_testing import PYTHON, ServerProcess, libraries_built, python_env
 
@@ -27,12 +27,13 @@ def _start(tmp, name, url, cxx, mode="plain", gate=None):
     env = python_env(KCACHE_URL=url, KCACHE_LOCAL_DIR=str(node), CXX=str(cxx), KCACHE_TEST_CXX_LOG=str(log),
                      TORCHINDUCTOR_CACHE_DIR=str(tmp / f"inductor-{name}"), KCACHE_TEST_CXX_GATE=str(gate or ""),
                      KCACHE_TEST_CXX_GATE_MATCH=".main.so")
-    proc = subprocess.Popen([PYTHON, JOB, mode], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_job([PYTHON, JOB, mode], env=env)
     return proc, log
 
 
 def _result(proc) -> dict:
-    out, err = proc.communicate(timeout=900)
+    done = finish_job(proc, 900)
+    out, err = done.stdout, done.stderr
     assert proc.returncode == 0, err[-3000:]
     res = json.loads(out.strip().splitlines()[-1])
     res["stderr"] = err

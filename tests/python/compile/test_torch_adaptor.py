@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kcache import _torch_adaptor as adaptor
+from harness.jobs import run_job
 
 
 def test_every_private_api_the_adaptor_uses_is_present():
@@ -165,7 +166,6 @@ def test_the_config_key_imports_no_compiler_and_equals_pytorchs_own():
     stack (2.15's config serializer would: about a second in every warm
     process), and must give what PyTorch's own save_config_portable() gives
     once that stack is imported (releases/v2_15.portable_config)."""
-    import subprocess
     import sys
 
     code = """
@@ -181,7 +181,7 @@ assert config_key.config_fingerprint() == fast
 assert torch._inductor.config.save_config_portable() == fast_dict
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = run_job([sys.executable, "-c", code], timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, REPO, python_env, seed_node
+from harness.jobs import run_job
 
 
 def single(tmp_path, node: str, inductor: str, *mutations: str, **env: str) -> dict:
@@ -19,8 +19,7 @@ def single(tmp_path, node: str, inductor: str, *mutations: str, **env: str) -> d
             "--single", node, inductor]
     for m in mutations:
         args += ["--mutation", m]
-    out = subprocess.run(args, capture_output=True, text=True, timeout=600,
-                         env=python_env(PYTHONPATH=str(REPO / "tests"), OMP_NUM_THREADS="1",
+    out = run_job(args, timeout=600, env=python_env(PYTHONPATH=str(REPO / "tests"), OMP_NUM_THREADS="1",
                                         TORCHINDUCTOR_COMPILE_THREADS="1", **env))
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

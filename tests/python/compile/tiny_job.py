@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import pytest
 
 from kc_testing import PYTHON, python_env
+from harness.jobs import run_job
 
 JOB = r'''
 import json, sys, torch, kcache
@@ -25,8 +25,7 @@ print(json.dumps({"max_diff": (out - eager).abs().max().item(), "kcache": kcache
 
 
 def run(tmp_path, name, **env):
-    out = subprocess.run([PYTHON, "-c", JOB], capture_output=True, text=True, timeout=600,
-                         env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
+    out = run_job([PYTHON, "-c", JOB], timeout=600, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
                                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"), **env))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

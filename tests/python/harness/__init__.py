@@ -9,6 +9,8 @@ harness.resp     a plain RESP2 connection (redis-py is used too, as a
                  real client)
 harness.pki      test certificates made by the openssl CLI
 harness.redis    a real redis-server on a random loopback port
+harness.jobs     a job run to its end, or past its limit stopped with
+                 every Python thread's stack in the failure
 harness.redis_cluster  a real Redis Cluster (server/cluster_harness.py
                  re-exports it for the server tests and bench/storage)
 """
