@@ -9,7 +9,10 @@ once communicate() has given up), so a hang in CI left no trace
 the job's tree is sent SIGABRT: a Python process started with
 PYTHONFAULTHANDLER=1 (kc_testing.python_env sets it) prints the stack of
 each of its threads before it dies, and the failure carries the tail of
-what the job printed, those stacks included.
+what the job printed, those stacks included. Before that, where gdb is
+installed, each Python process's native threads are printed too (the hang
+of docs/distributed.md, "A DDP job that hangs at its exit", is a C++
+destructor joining a thread: its Python stack is one line).
 """
 
 from __future__ import annotations
@@ -45,6 +48,23 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def native_stacks(pid: int, timeout: float = 60) -> str:
+    """Every thread's native stack of process `pid` (gdb), or why not."""
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                             capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"(no native stacks: {type(e).__name__})"
+    return "\n".join(line for line in out.stdout.splitlines() if line.startswith(("#", "Thread")))
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return "python" in pathlib.Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return False
+
+
 def start_job(cmd: list[str], *, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None) -> subprocess.Popen:
     """`cmd` started in a session of its own, stdout and stderr piped as
     text; finish_job waits for it."""
@@ -61,6 +81,8 @@ def finish_job(proc: subprocess.Popen, timeout: float, tail: int = 60000) -> sub
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     except subprocess.TimeoutExpired:
         tree = descendants(proc.pid)
+        native = "".join(f"\n--- native threads of {pid} (gdb) ---\n{native_stacks(pid)}"
+                         for pid in [proc.pid, *tree][:8] if _is_python(pid))
         # Children first, so each prints its stacks before its parent reacts
         # to the death of a child (torchrun tears the others down).
         for pid in reversed(tree):
@@ -77,7 +99,7 @@ def finish_job(proc: subprocess.Popen, timeout: float, tail: int = 60000) -> sub
             _signal(pid, signal.SIGKILL)
         raise JobTimedOut(f"{str(proc.args)[:300]} ran past {timeout:.0f} s; its {len(tree) + 1} processes were "
                           f"sent SIGABRT (each Python one printed its threads' stacks)\n--- stdout (tail) ---\n"
-                          f"{(out or '')[-tail // 4:]}\n--- stderr (tail) ---\n{(err or '')[-tail:]}") from None
+                          f"{(out or '')[-tail // 4:]}\n--- stderr (tail) ---\n{(err or '')[-tail:]}{native[-tail:]}") from None
     finally:
         if proc.poll() is None:  # an exception in this process (KeyboardInterrupt)
             for pid in [proc.pid, *descendants(proc.pid)]:

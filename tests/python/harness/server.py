@@ -20,6 +20,8 @@ import ssl
 import subprocess
 import urllib.request
 
+from .jobs import native_stacks
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
@@ -115,11 +117,6 @@ class ServerProcess:
         """A server that did not stop: every thread's stack (gdb) into its
         log before the kill, so the failure shows where it hung (seen twice
         on 2026-12-05: docs/STATUS.md)."""
-        try:
-            out = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
-                                 capture_output=True, text=True, timeout=60)
-            stacks = "\n".join(line for line in out.stdout.splitlines() if line.startswith(("#", "Thread")))
-            self.log.write(("\n--- threads of the server that did not stop (gdb) ---\n" + stacks + "\n").encode())
-            self.log.flush()
-        except (OSError, subprocess.SubprocessError):
-            pass
+        stacks = native_stacks(self.proc.pid)
+        self.log.write(("\n--- threads of the server that did not stop (gdb) ---\n" + stacks + "\n").encode())
+        self.log.flush()
