@@ -18,6 +18,7 @@ ran compiled, and kcache's background timeline.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -142,4 +143,15 @@ def train(args: argparse.Namespace, make_accelerator: Callable[[], object], mode
     tmp.write_text(json.dumps(result))
     tmp.rename(out / f"rank-{rank}.json")
     accelerator.wait_for_everyone()
+    # The model (under DDP, its Reducer) goes first, while torch's registry
+    # still holds the process group; end_training() then drops the group's
+    # last reference through a destructor that releases the GIL. The other
+    # way round, the Reducer's deallocation ends the gloo group holding the
+    # GIL, joining a gloo thread that may need the GIL to free the last
+    # all-reduce's saved context: a hang at exit, seen once in a loaded CI
+    # run (PyTorch issue 56297; docs/distributed.md, "A DDP job that hangs
+    # at its exit").
+    accelerator.free_memory()
+    del model, opt
+    gc.collect()  # a module in a reference cycle goes now too
     accelerator.end_training()
