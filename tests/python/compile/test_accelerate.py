@@ -13,7 +13,8 @@ from harness.jobs import run_job
 def run(tmp_path, name, *extra):
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"))
-    out = run_job([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra], timeout=900, env=env)
+    out = run_job([PYTHON, str(REPO / "examples" / "accelerate_train.py"), "--steps", "2", *extra],
+                  timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -81,12 +81,12 @@ print(json.dumps({"loss": loss.item(), "grad": lin.weight.grad.sum().item(),
 
 
 def run(tmp_path, name):
-    out = run_job([PYTHON, "-c", JOB], timeout=600, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
-                                        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"),
-                                        OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
-                                        # The traced path, which ZeRO 3's hooked blocks take
-                                        # (in-place blocks without hooks are precompiled).
-                                        KCACHE_PRECOMPILED="0"))
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"),
+                     OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
+                     # The traced path, which ZeRO 3's hooked blocks take
+                     # (in-place blocks without hooks are precompiled).
+                     KCACHE_PRECOMPILED="0")
+    out = run_job([PYTHON, "-c", JOB], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

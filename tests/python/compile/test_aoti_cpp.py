@@ -75,16 +75,22 @@ def prewarmed(request, tmp_path_factory):
         # Both entry points: kcache.tools.aoti_prewarm, and kcache.tools.prewarm --aoti.
         entry = ["kcache.aoti_prewarm", "--out", str(plan)] if kind == "gpt2" else \
             ["kcache.prewarm", "--aoti", str(plan)]
-        out = run_job([PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
-             "--hidden", str(HIDDEN), "--heads", str(HEADS)], timeout=600, env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node"),
-                     TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor-prewarm")))
+        out = run_job(
+            [PYTHON, "-m", *entry, "--model", kind, "--layers", str(LAYERS),
+             "--hidden", str(HIDDEN), "--heads", str(HEADS)],
+            # Its own Inductor dir: the default one (/tmp/torchinductor_$USER)
+            # outlives the run and would hand a later run its compiles.
+            env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "prewarm-node"),
+                     TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor-prewarm")),
+            timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         # With a server, prewarm skips this host's node tier (a region found
         # there would never reach the server).
         assert not list((tmp / "prewarm-node").rglob("objects/*/*"))
         # A node tier holding every package, for the fault cases: what a C++
         # process leaves behind after fetching from the server.
-        fill = run_job([str(RUNNER), "--plan", str(plan)], timeout=300, env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "filled-node")))
+        fill = run_job([str(RUNNER), "--plan", str(plan)],
+                       timeout=300, env=_env(KCACHE_URL=server.url, KCACHE_LOCAL_DIR=str(tmp / "filled-node")))
         assert fill.returncode == 0, fill.stderr[-3000:]
         yield {"kind": kind, "tmp": tmp, "server": server, "plan": plan,
                "prewarm": json.loads(out.stdout.strip().splitlines()[-1]), "log": out.stdout}

@@ -43,8 +43,8 @@ def hermetic_env(**extra: str) -> dict[str, str]:
 
 
 def test_every_variable_read_by_a_compile_is_declared(tmp_path):
-    out = run_job([PYTHON, "-c", RECORDER], timeout=600, env=hermetic_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind"),
-                                          KCACHE_LOCAL_DIR=str(tmp_path / "node")))
+    env = hermetic_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "ind"), KCACHE_LOCAL_DIR=str(tmp_path / "node"))
+    out = run_job([PYTHON, "-c", RECORDER], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     names = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(names) > 100  # the recorder really saw torch's reads

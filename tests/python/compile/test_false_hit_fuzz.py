@@ -28,7 +28,7 @@ def fuzz(tmp_path, *args: str) -> dict:
     env = python_env(PYTHONPATH=str(REPO / "tests"), TORCHINDUCTOR_COMPILE_THREADS="1", OMP_NUM_THREADS="1")
     seed = ["--host-facts", str(HOST_FACTS["dir"])] if HOST_FACTS["dir"] else []  # kc_testing.seed_node
     out = run_job([PYTHON, "-m", "falsehit.runner", "--work", str(tmp_path / "work"),
-                          "--out", str(out_file), *seed, *args], timeout=900, env=env)
+                   "--out", str(out_file), *seed, *args], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out_file.read_text())
     for c in result["cases"]:

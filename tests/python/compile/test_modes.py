@@ -36,8 +36,8 @@ print(json.dumps(results))
 
 
 def run(tmp_path, name, modes):
-    out = run_job([PYTHON, "-c", JOB, json.dumps(modes)], timeout=900, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
-                                                     TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name)))
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name))
+    out = run_job([PYTHON, "-c", JOB, json.dumps(modes)], timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

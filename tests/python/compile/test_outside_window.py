@@ -22,7 +22,8 @@ TINY = ["--layers", "2", "--steps", "3"]
 def job(tmp_path, name: str, *extra: str) -> tuple[dict, str]:
     env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"), KCACHE_PRECOMPILED="1",
                      TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), OMP_NUM_THREADS="1")
-    out = run_job([PYTHON, str(REPO / "tests" / "python" / "compile" / "other_torch_job.py"), *TINY, *extra], timeout=600, env=env, cwd=REPO)
+    out = run_job([PYTHON, str(REPO / "tests" / "python" / "compile" / "other_torch_job.py"), *TINY, *extra],
+                  timeout=600, env=env, cwd=REPO)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 

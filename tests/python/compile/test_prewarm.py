@@ -25,7 +25,8 @@ def fresh_env(tmp_path, name, **extra):
 
 
 def prewarm(tmp_path, name, *args):
-    out = run_job([PYTHON, "-m", "kcache.prewarm", "--model", "gpt2", *SIZE, *args], timeout=900, env=fresh_env(tmp_path, name))
+    out = run_job([PYTHON, "-m", "kcache.prewarm", "--model", "gpt2", *SIZE, *args],
+                  timeout=900, env=fresh_env(tmp_path, name))
     return out, json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else None
 
 
@@ -92,7 +93,8 @@ def test_prewarm_then_a_fresh_job_starts_warm(tmp_path):
         assert again["inductor"].get("fxgraph_cache_miss", 0) == 0
 
         # The cluster's first job (same model, shapes and mode) starts warm.
-        job = run_job([PYTHON, str(REPO / "examples/train_regional.py"), *SIZE, "--steps", "1"], timeout=900, env=fresh_env(tmp_path, "job", KCACHE_URL=server.url))
+        job = run_job([PYTHON, str(REPO / "examples/train_regional.py"), *SIZE, "--steps", "1"],
+                      timeout=900, env=fresh_env(tmp_path, "job", KCACHE_URL=server.url))
         assert job.returncode == 0, job.stderr[-3000:]
         result = json.loads(job.stdout.strip().splitlines()[-1])
         assert result["kcache"]["compiles"] == 0 and result["kcache"]["misses"] == 0

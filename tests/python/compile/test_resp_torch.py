@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from kc_testing import PYTHON, REPO, ServerProcess, cxx_wrapper, python_env, seed_inductor  # noqa: F401
-from harness.jobs import run_job
+from harness import jobs
 
 pytest.importorskip("redis")
 JOB = REPO / "tests" / "python" / "compile" / "resp_job.py"
@@ -42,7 +42,7 @@ def job_env(tmp_path, name, port, cxx=None, log=None):
 
 
 def run_job(env):
-    out = run_job([PYTHON, str(JOB)], timeout=600, env=env)
+    out = jobs.run_job([PYTHON, str(JOB)], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

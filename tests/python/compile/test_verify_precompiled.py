@@ -19,8 +19,8 @@ def single(tmp_path, node: str, inductor: str, *mutations: str, **env: str) -> d
             "--single", node, inductor]
     for m in mutations:
         args += ["--mutation", m]
-    out = run_job(args, timeout=600, env=python_env(PYTHONPATH=str(REPO / "tests"), OMP_NUM_THREADS="1",
-                                        TORCHINDUCTOR_COMPILE_THREADS="1", **env))
+    env = python_env(PYTHONPATH=str(REPO / "tests"), OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1", **env)
+    out = run_job(args, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -25,8 +25,9 @@ print(json.dumps({"max_diff": (out - eager).abs().max().item(), "kcache": kcache
 
 
 def run(tmp_path, name, **env):
-    out = run_job([PYTHON, "-c", JOB], timeout=600, env=python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"),
-                                        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"), **env))
+    env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / "node"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"ind-{name}"),
+                     **env)
+    out = run_job([PYTHON, "-c", JOB], timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from kc_testing import HOST_FACTS, PYTHON, REPO, ServerProcess, python_env, write_cxx_wrapper
-from harness.jobs import run_job
+from harness import jobs
 
 JOB = str(REPO / "examples" / "train_regional.py")
 # Three blocks: one region compiled once and reused twice in-process.
@@ -67,7 +67,8 @@ def run_job(tmp_path: pathlib.Path, wrapper: pathlib.Path, name: str, *extra: st
         env["KCACHE_URL"] = url
     # --kv-cache: transformers' default, where Dynamo traces every block
     # (layer_idx is read) and kcache reuses the region's artifact in-process.
-    out = run_job([PYTHON, JOB, "--layers", str(LAYERS), "--steps", "2", "--kv-cache", *extra], timeout=900, env=env)
+    out = jobs.run_job([PYTHON, JOB, "--layers", str(LAYERS), "--steps", "2", "--kv-cache", *extra],
+                       timeout=900, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     lines = log.read_text().splitlines() if log.exists() else []

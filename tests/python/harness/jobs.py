@@ -65,7 +65,8 @@ def _is_python(pid: int) -> bool:
         return False
 
 
-def start_job(cmd: list[str], *, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None) -> subprocess.Popen:
+def start_job(cmd: list[str], *, env: dict[str, str] | None = None,
+              cwd: str | os.PathLike | None = None) -> subprocess.Popen:
     """`cmd` started in a session of its own, stdout and stderr piped as
     text; finish_job waits for it."""
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
@@ -99,7 +100,8 @@ def finish_job(proc: subprocess.Popen, timeout: float, tail: int = 60000) -> sub
             _signal(pid, signal.SIGKILL)
         raise JobTimedOut(f"{str(proc.args)[:300]} ran past {timeout:.0f} s; its {len(tree) + 1} processes were "
                           f"sent SIGABRT (each Python one printed its threads' stacks)\n--- stdout (tail) ---\n"
-                          f"{(out or '')[-tail // 4:]}\n--- stderr (tail) ---\n{(err or '')[-tail:]}{native[-tail:]}") from None
+                          f"{(out or '')[-tail // 4:]}\n--- stderr (tail) ---\n{(err or '')[-tail:]}"
+                          f"{native[-tail:]}") from None
     finally:
         if proc.poll() is None:  # an exception in this process (KeyboardInterrupt)
             for pid in [proc.pid, *descendants(proc.pid)]:
