@@ -38,6 +38,8 @@ stage setup scripts/setup.sh
 # Each C++ file includes only what its target links (docs/architecture.md).
 stage layers python3 scripts/check_layers.py
 stage py-layers python3 scripts/check_py_layers.py
+# No module-level Python name bound twice (an import a def shadows).
+stage py-names python3 scripts/check_py_names.py
 stage doc-paths python3 scripts/check_doc_paths.py
 stage build scripts/build.sh
 rm -f "${junit[@]}"
