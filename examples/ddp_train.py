@@ -19,6 +19,7 @@ that each rank can have a directory of its own (ranks on separate nodes).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -47,6 +48,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
     p.add_argument("--node-dir", help="KCACHE_LOCAL_DIR; {rank} is replaced")
     p.add_argument("--out", required=True, help="folder for rank-R.json")
+    p.add_argument("--eager-check", action="store_true",
+                   help="each step, also an eager copy's loss and gradients on the same weights and batch "
+                        "(eager_check_diffs: the loss's distance from eager's; eager_check_grad_diffs: the "
+                        "largest gradient difference, relative to eager's largest gradient)")
     p.add_argument("--kv-cache", action="store_true",
                    help="keep transformers' KV cache on (its default; each block is then traced)")
     return p.parse_args()
@@ -76,6 +81,11 @@ def main() -> None:
     world = dist.get_world_size()
     torch.manual_seed(0)
     model = build_model(args.model, args.layers, args.hidden, args.kv_cache)
+    # The eager copy of --eager-check: given the training model's weights
+    # before each step, so that a compiled block's loss is compared with
+    # eager's on the same parameters (the trajectories of two whole runs
+    # drift apart over many steps, compiled or not).
+    reference = copy.deepcopy(model) if args.eager_check else None
     if args.compiler == "kcache":
         model = kcache.compile_regions(model)
     elif args.compiler == "eager":
@@ -93,13 +103,35 @@ def main() -> None:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return flag.item() > 0
 
-    losses, marks, step_end_s, eager_steps = [], {}, [], []
+    losses, marks, step_end_s, eager_steps, eager_check_diffs, eager_check_grad_diffs = [], {}, [], [], [], []
+
+    def reference_params() -> dict:
+        """The eager copy's parameters under the training model's names
+        (a compiled block's are under its `_orig_mod`)."""
+        ref = dict(reference.named_parameters())
+        names = {n: n.replace("_orig_mod.", "") for n, _ in model.named_parameters()}
+        assert sorted(names.values()) == sorted(ref), "the eager copy's parameters differ from the model's"
+        return {n: ref[plain] for n, plain in names.items()}
     step = 0
     while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()):
         eager_before = kcache.stats()["eager_block_calls"] if args.compiler == "kcache" else 0
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=data)
+        if reference is not None:
+            reference.load_state_dict(model.state_dict(), strict=True)
+            reference.zero_grad(set_to_none=True)
+            reference_loss = reference(ids, labels=ids).loss
+            reference_loss.backward()
         loss = model(ids, labels=ids).loss
         loss.backward()
+        if reference is not None:
+            # This rank's own gradients (before the all-reduce), against
+            # eager's, relative to eager's largest.
+            eager_check_diffs.append(abs(loss.item() - reference_loss.item()))
+            ref = reference_params()
+            worst = max((p.grad - ref[n].grad).abs().max().item() for n, p in model.named_parameters()
+                        if p.grad is not None)
+            eager_check_grad_diffs.append(worst / max(q.grad.abs().max().item() for q in ref.values()
+                                                      if q.grad is not None))
         if step == 0:
             marks["regions_ready_s"] = time.time() - t0
         flat = torch.cat([p.grad.reshape(-1) for p in params])
@@ -132,6 +164,8 @@ def main() -> None:
         "losses": losses,
         "step_end_s": step_end_s,
         "eager_steps": eager_steps,
+        "eager_check_diffs": eager_check_diffs,
+        "eager_check_grad_diffs": eager_check_grad_diffs,
         "timeline": background.current().timeline() if background.current() else [],
         "timeline_t0_s": background.current().t0_wall - t0 if background.current() else None,
         "counters": adaptor.counters(),

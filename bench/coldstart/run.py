@@ -107,6 +107,8 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
             cmd.append("--kv-cache")
         if setup == "background":
             cmd.append("--until-compiled")
+        if args.eager_check:
+            cmd.append("--eager-check")
     else:  # Accelerate's FSDP2 path; kcache through kcache.accelerate.install()
         script = (services.REPO / "bench" / "coldstart" / "fsdp2_eager.py" if compiler == "eager" else
                   services.REPO / "examples" / "accelerate_fsdp2.py")
@@ -221,6 +223,9 @@ def main() -> None:
     p.add_argument("--timeout", type=int, default=900, help="seconds per wave")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     p.add_argument("--keep", action="store_true", help="keep the work folders")
+    p.add_argument("--eager-check", action="store_true",
+                   help="ddp job: each step's loss also against an eager copy on the same weights "
+                        "(examples/ddp_train.py --eager-check; report_same_weights.py)")
     p.add_argument("--merge", action="store_true",
                    help="keep the rows of other setups (and ranks) already in --out")
     p.add_argument("--no-kv-cache", action="store_true",
