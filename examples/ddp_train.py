@@ -107,11 +107,13 @@ def main() -> None:
 
     def reference_params() -> dict:
         """The eager copy's parameters under the training model's names
-        (a compiled block's are under its `_orig_mod`)."""
+        (a compiled block's are under its `_orig_mod`); load_state_dict
+        copies into these same tensors each step."""
         ref = dict(reference.named_parameters())
         names = {n: n.replace("_orig_mod.", "") for n, _ in model.named_parameters()}
         assert sorted(names.values()) == sorted(ref), "the eager copy's parameters differ from the model's"
         return {n: ref[plain] for n, plain in names.items()}
+    ref = reference_params() if reference is not None else {}
     step = 0
     while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()):
         eager_before = kcache.stats()["eager_block_calls"] if args.compiler == "kcache" else 0
@@ -127,7 +129,6 @@ def main() -> None:
             # This rank's own gradients (before the all-reduce), against
             # eager's, relative to eager's largest.
             eager_check_diffs.append(abs(loss.item() - reference_loss.item()))
-            ref = reference_params()
             worst = max((p.grad - ref[n].grad).abs().max().item() for n, p in model.named_parameters()
                         if p.grad is not None)
             eager_check_grad_diffs.append(worst / max(q.grad.abs().max().item() for q in ref.values()
