@@ -35,7 +35,7 @@ from kcache (the portable checks' readers, settings) is passed in.
 
 One file per idea (drift.py, compiled_module.py, versions.py, inductor.py, config_key.py, capture.py,
 target.py, aoti.py, gpu_kernels.py, precompiled.py, guard_checks.py,
-trace_capture.py, hooks.py, graph_ops.py, cpp_build.py);
+trace_capture.py, hooks.py, graph_ops.py, cpp_build.py, graph_ship.py);
 callers import only this package, `from kcache import _torch_adaptor as
 adaptor`, and reach every name through it.
 """
@@ -67,6 +67,7 @@ from .precompiled import (
     aot_guarded_constants,
 )
 from .trace_capture import capture_graph
+from .graph_ship import NotShippable, ship_graph, land_graph, compile_landed
 from .target import cpu_vec_isa, isa_checks_done, isa_checks, isa_probe_binaries, host_compiler
 
 from . import releases
@@ -151,7 +152,7 @@ def _traced_required() -> dict[str, bool]:
 
 def _required() -> dict[str, bool]:
     """Everything: the traced path's needs, aot_compile and the trace checks."""
-    from . import compiled_module, precompiled, trace_capture, versions
+    from . import compiled_module, graph_ship, precompiled, trace_capture, versions
 
     return {**_traced_required(), **precompiled.required(), **trace_capture.required(),
-            **compiled_module.required(), **versions.required()}
+            **compiled_module.required(), **versions.required(), **graph_ship.required()}
