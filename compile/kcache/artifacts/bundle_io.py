@@ -28,6 +28,7 @@ from kcache._torch_adaptor import Capture
 MEGA_CACHE = "torch/mega_cache"
 AOT_FUNCTION = "dynamo/aot_function"  # a precompiled region (kcache.precompiled)
 PRECOMPILED_INDEX = "kcache/precompiled_index"  # JSON: a region's variant rule or fallback
+CARRIED_GRAPH = "kcache/carried_graph"  # a traced region compiled by a worker (graph_ship)
 BINARY_PREFIX = "inductor/"
 TRITON_PREFIX = MEGA_CACHE + ":triton/"  # names of cubins inside the Mega-Cache
 
@@ -43,6 +44,7 @@ class Restorable:
     binaries: dict[str, bytes]
     aot_function: bytes = b""
     index: dict | None = None
+    carried_graph: bytes = b""  # set: restore compiles this graph, not the traced one
 
 
 def _manifest(key: str, explanation: str, compile_seconds: float,
@@ -64,13 +66,20 @@ class EmptyCapture(ValueError):
 
 
 def pack(key: str, explanation: str, capture: Capture, compile_seconds: float,
-         signing_key_pem: str | None = None, *, allow_empty_cache: bool = False) -> bytes:
+         signing_key_pem: str | None = None, *, allow_empty_cache: bool = False,
+         carried_graph: bytes = b"") -> bytes:
+    """A traced region's bundle; `carried_graph`: the graph a compile worker
+    compiled (kcache.traced.offthread), which every restore compiles again
+    from PyTorch's caches (their entries are keyed by that graph)."""
     if not capture.mega_cache and not allow_empty_cache:
         raise EmptyCapture("Inductor's caches recorded nothing for this region "
                            "(its FX-graph cache was bypassed?)")
     manifest = _manifest(key, explanation, compile_seconds, capture.binaries)
     manifest["torch_cache_keys"] = capture.torch_keys
     sections = [(MEGA_CACHE, capture.mega_cache)]
+    if carried_graph:
+        manifest["compiled_from"] = "carried graph"
+        sections.append((CARRIED_GRAPH, carried_graph))
     sections += [(BINARY_PREFIX + rel, data) for rel, data in sorted(capture.binaries.items())]
     manifest["cubins"] = list_cubins(sections, capture.mega_cache)
     return _core.write_bundle(json.dumps(manifest), sections, signing_key_pem)
@@ -125,6 +134,8 @@ def unpack(data: bytes, key: str, trusted_keys: list[str] | None = None,
             out.mega_cache = payload
         elif name == AOT_FUNCTION:
             out.aot_function = payload
+        elif name == CARRIED_GRAPH:
+            out.carried_graph = payload
         elif name == PRECOMPILED_INDEX:
             try:
                 out.index = json.loads(payload)

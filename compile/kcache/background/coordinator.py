@@ -38,7 +38,7 @@ from kcache.state import counters, store
 
 from .nowait import NoWaitStore, NotReady
 from .report import ServerReport
-from .skeleton import NotReproducible, describe
+from .skeleton import NotReproducible, context, describe
 from .worker_process import CompileWorker
 
 log = logging.getLogger("kcache")
@@ -101,7 +101,9 @@ class Job:
     payload: bytes
     submitted: float
     settings: object = None  # the region's CompileSettings
-    entry: str = "call"
+    entry: str = "call"  # "graph": a traced graph (kcache.traced.offthread), payload its bytes
+    explanation: str = ""
+    context: dict | None = None  # a graph's grad mode, autocast, configs (skeleton.context)
     eager_calls: int = 0
     switched: float | None = None
     landed: float | None = None
@@ -152,6 +154,21 @@ class Background:
             self._orphan([e.key], "the compile worker could not be started")
         return True
 
+    def submit_graph(self, key: str, region: str, settings, blob: bytes, explanation: str) -> None:
+        """Puts a traced graph (kcache.traced.offthread: carried, keyed
+        again) in the worker's hands."""
+        job = self.jobs[key] = Job(key, region, blob, time.monotonic(), settings=settings, entry="graph",
+                                   explanation=explanation, context=context())
+        counters.bump(background_jobs=1)
+        self.pending.add(key)
+        if not self._send(job):
+            self._orphan([key], "the compile worker could not be started")
+
+    def keep_on_thread(self, key: str, region: str, why: str) -> None:
+        """A region this rank compiles on its training thread, as in wait
+        mode (said once per reason, counted)."""
+        self._wait_path(Job(key, region, b"", time.monotonic()), why)
+
     def ready(self, key: str, in_backward: bool) -> bool:
         """Whether a pending block should switch now (its next call fetches
         the region); an eager call otherwise, counted."""
@@ -182,7 +199,8 @@ class Background:
                 self._say("spawn", "kcache: the compile worker did not start (%s)", e)
                 return False
         return self.worker.send({"kind": "job", "key": job.key, "region": job.region,
-                                 "payload": job.payload, "settings": job.settings, "entry": job.entry})
+                                 "payload": job.payload, "settings": job.settings, "entry": job.entry,
+                                 "explanation": job.explanation, "context": job.context})
 
     def poll(self) -> None:
         """Reads the worker's reports and checks its health; never waits."""
@@ -283,6 +301,7 @@ class Background:
                      else "wait path" if job.key in self.wait_path else
                      "switched" if job.switched is not None else "landed")
             out.append({"key": job.key, "region": job.region, "state": state,
+                        "path": "traced" if job.entry == "graph" else "precompiled",
                         "submitted_s": round(job.submitted - self.t0, 3),
                         "landed_s": None if job.landed is None else round(job.landed, 3),
                         "switched_s": None if job.switched is None else round(job.switched, 3),

@@ -101,7 +101,9 @@ def _tensor_arg(t: torch.Tensor):
                       t.requires_grad)
 
 
-def _context() -> dict[str, Any]:
+def context() -> dict[str, Any]:
+    """This thread's grad mode, autocast, default dtype and compile configs
+    (what `applied` sets again in the worker)."""
     autocast = {}
     for dt in _DEVICE_TYPES:
         try:
@@ -167,7 +169,7 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict, entry: str = "ca
                 m._compiled_call_impl = None
         call = pytree.tree_map_only(torch.Tensor, _tensor_arg, (args, kwargs))
         payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
-                   "buffers": buffers, "call": call, "context": _context(),
+                   "buffers": buffers, "call": call, "context": context(),
                    "classes": class_state.capture(block), "globals": global_state.capture(block)}
         return functions.dumps(payload)
     except NotReproducible:

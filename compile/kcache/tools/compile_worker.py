@@ -6,7 +6,8 @@ sys.path, then one message per region key), rebuilds each block from its
 skeleton (kcache.background.skeleton) under the rank's grad mode, autocast
 and compile configs, and runs the precompiled path's own fetch-or-compile
 (kcache.precompiled.variants.function_for) through a store that does not
-wait: a region whose lease another process holds is put back and the next
+wait (a traced graph's job, entry "graph", carries the graph itself:
+kcache.traced.offthread.compile_and_store): a region whose lease another process holds is put back and the next
 one taken, so that the ranks of a cold cluster compile different regions
 at once. It reports on RESULT_FD:
 
@@ -44,6 +45,7 @@ from kcache.background.skeleton import applied, rebuild
 from kcache.precompiled import PrecompiledRegion, variants
 from kcache.precompiled.spec import fast_spec
 from kcache.state import store
+from kcache.traced import offthread
 
 log = logging.getLogger("kcache")
 RETRY_S = 0.5
@@ -76,6 +78,8 @@ class Worker:
 
     def attempt(self, job: dict) -> bool:
         """One try at a job; False when its region is busy elsewhere."""
+        if job.get("entry") == "graph":
+            return self.attempt_graph(job)
         key = job["key"]
         try:
             if "rebuilt" not in job:
@@ -110,6 +114,32 @@ class Worker:
                 f"the compile worker keyed the block {', '.join(k[:12] for k in tries.asked)}, "
                 f"not {key[:12]}" + (f" (configs it could not set: {', '.join(unset)})" if unset else ""))})
             return True
+        self.done(key, spent, kernels)
+        return True
+
+    def attempt_graph(self, job: dict) -> bool:
+        """One try at a traced graph (kcache.traced.offthread): the carried
+        graph compiled and stored; False when its region is busy elsewhere."""
+        key = job["key"]
+        if "tries" not in job:
+            job["tries"] = TryStore(self.client, lambda k: self.report({"kind": "compiling", "key": k}))
+        spent = self.client.stats()["compile_seconds_spent"]
+        kernels = self.kernels.totals() if self.kernels else {}
+        try:
+            with applied(job["context"]):
+                offthread.compile_and_store(job["tries"], key, job["explanation"], job["payload"],
+                                            job["settings"])
+        except Busy:
+            return False
+        except Exception as e:  # noqa: BLE001 - the rank takes the region back
+            self.report({"kind": "refused", "key": key,
+                         "reason": f"the compile worker failed on its graph ({type(e).__name__}: {e})"})
+            return True
+        self.done(key, spent, kernels)
+        return True
+
+    def done(self, key: str, spent: float, kernels: dict) -> None:
+        """Reports a job's region stored, with the compile seconds it cost here."""
         # A kernel library built inside the region's compile counts in both
         # compile callbacks' seconds: once is enough.
         now = self.kernels.totals() if self.kernels else {}
@@ -118,7 +148,6 @@ class Worker:
         self.report({"kind": "done", "key": key, "compile_seconds": seconds,
                      "by": "this rank's worker" if seconds > 0 else "another process",
                      "kernels": {k: now[k] - kernels[k] for k in ("built", "fetched", "refused")} if now else {}})
-        return True
 
     def run(self) -> None:
         jobs: queue.Queue[dict | None] = queue.Queue()

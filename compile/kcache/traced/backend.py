@@ -6,6 +6,10 @@ restored into PyTorch's caches and Inductor then compiles from cache (no
 code generation, no host compiler); on a miss Inductor compiles inside a
 capture and the result is stored. A cache that is wrong or unreachable costs
 at most the compile the job would have done anyway.
+
+In background mode (kcache.background) a graph whose region is not stored
+is compiled by the rank's compile worker while it runs eagerly
+(offthread.py); the backend's switch() fetches the region once stored.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 import torch
 
-from kcache import _core
+from kcache import _core, background
 from kcache import _torch_adaptor as adaptor
 from kcache.artifacts import binary_misses, bundle_io, isa_probes, verify_first_use
 from kcache.keys.fields import CompileSettings, short_target
@@ -26,6 +30,8 @@ from kcache.keys.graph_key import device_type as _device_type
 from kcache.keys.graph_key import region_key
 from kcache.state import counters
 from kcache.state import outcomes
+
+from . import offthread
 
 log = logging.getLogger("kcache")
 
@@ -93,6 +99,7 @@ class RegionBackend:
     def _refuse(self, key: str) -> None:
         counters.bump(verify_failures=1)
         _ready_in_process.discard(key)
+        offthread.carried_in_process.pop(key, None)
         self.store.drop_node_copy(key)
 
     def __call__(self, gm, example_inputs, **_ignored):
@@ -111,12 +118,48 @@ class RegionBackend:
         if _device_type(example_inputs) == "cpu":
             isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
         key, explanation = self.key_for(gm, example_inputs)
+        base_key = key
         key, explanation = _source_variant(key, explanation, gm) or (key, explanation)
         self.last_key = key
         outcomes.keys_seen.append(key)
+        device = _device_type(example_inputs)
         if key in _ready_in_process:
             counters.bump(reuses=1)
-            return adaptor.compile_with_inductor(gm, example_inputs, patches)
+            return self._compile(gm, example_inputs, patches, offthread.carried_in_process.get(key, b""))
+        bg = background.for_store(self.store)
+        if bg is not None:  # cold start without waiting: Inductor's compile goes to the worker
+            handed = offthread.hand_over(self, bg, gm, example_inputs, key, base_key, explanation, device)
+            if handed is not None:
+                outcomes.record(key, {"label": json.loads(explanation).get("label", ""),
+                                      "status": "background", "path": "traced"})
+                return handed
+        return self._settle(gm, example_inputs, patches, key, explanation, device)
+
+    def switch(self, gm, key: str, explanation: str, carried: bytes, device: str):
+        """The compiled graph for a graph that ran eagerly while the worker
+        compiled its region (offthread.EagerUntilStored), once stored."""
+        patches = adaptor.inductor_config_patches(
+            self.settings.mode, self.settings.options, self.settings.dynamic)
+        if key in _ready_in_process:
+            counters.bump(reuses=1)
+            return offthread.compile_carried(offthread.carried_in_process.get(key, carried), patches)
+        return self._settle(gm, None, patches, key, explanation, device, carried)
+
+    def _compile(self, gm, example_inputs, patches, carried: bytes, *, uncached: bool = False):
+        """Inductor's compile of the traced graph, or of the carried one
+        (a region a compile worker compiled: its cache entries are keyed by
+        that graph; outside Dynamo's call, with no example inputs, only the
+        carried graph can be compiled)."""
+        if carried:
+            return offthread.compile_carried(carried, patches, uncached=uncached)
+        if uncached:
+            return adaptor.compile_uncached(gm, example_inputs, patches)
+        return adaptor.compile_with_inductor(gm, example_inputs, patches)
+
+    def _settle(self, gm, example_inputs, patches, key: str, explanation: str, device: str,
+                carried: bytes = b""):
+        """Fetch-or-compile through the store, as in wait mode: the lease
+        holder (or a process that cannot reach the server) compiles here."""
         produced: dict[str, Any] = {}
 
         def compile_here() -> bytes:
@@ -125,10 +168,10 @@ class RegionBackend:
             # every other rank restores.
             start = time.perf_counter()
             with adaptor.capture_region() as cap:
-                produced["compiled"] = adaptor.compile_with_inductor(gm, example_inputs, patches)
+                produced["compiled"] = self._compile(gm, example_inputs, patches, carried)
             seconds = time.perf_counter() - start
             counters.bump(compiles=1, compile_seconds=seconds)
-            blob = bundle_io.pack(key, explanation, cap, seconds)
+            blob = bundle_io.pack(key, explanation, cap, seconds, carried_graph=carried)
             counters.bump(bytes_stored=len(blob))
             return blob
 
@@ -146,9 +189,11 @@ class RegionBackend:
         if "compiled" in produced or data is None:
             counters.bump(misses=1)
             _ready_in_process.add(key)
-            return produced.get("compiled") or adaptor.compile_with_inductor(gm, example_inputs, patches)
+            if carried:
+                offthread.carried_in_process[key] = carried
+            return produced.get("compiled") or self._compile(gm, example_inputs, patches, carried)
         try:
-            compiled = self._restore(gm, example_inputs, patches, key, data, source)
+            compiled = self._restore(gm, example_inputs, patches, key, data, source, device, carried)
             _ready_in_process.add(key)
             return compiled
         except bundle_io.WrongArch as e:
@@ -156,26 +201,34 @@ class RegionBackend:
             counters.bump(arch_refusals=1)
             log.warning("kcache: bundle %s refused: %s; compiling here", key[:12], e)
             self.store.drop_node_copy(key)
-            return adaptor.compile_uncached(gm, example_inputs, patches)
+            return self._compile(gm, example_inputs, patches, carried, uncached=True)
         except (_core.KcacheError, ValueError, OSError) as e:
             counters.bump(restore_failures=1)
             log.warning("kcache: bundle %s unusable (%s); compiling without it", key[:12], e)
             self.store.drop_node_copy(key)
-            return adaptor.compile_uncached(gm, example_inputs, patches)
+            return self._compile(gm, example_inputs, patches, carried, uncached=True)
 
-    def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str):
-        bundle = bundle_io.unpack(data, key, target=short_target(_device_type(example_inputs)))
+    def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str, device: str,
+                 carried: bytes = b""):
+        bundle = bundle_io.unpack(data, key, target=short_target(device))
         adaptor.restore_region(bundle.mega_cache, bundle.binaries)
         tier = "hits_server" if source == "server" else "hits_node"
         counters.bump(**{tier: 1}, bytes_fetched=len(data),
                    compile_seconds_saved=bundle.manifest.get("compile_seconds", 0.0))
         log.info("kcache: %s hit %s %s", source, key[:12], bundle.manifest.get("label"))
+        # A worker's bundle is compiled from its carried graph; a bundle
+        # compiled in Dynamo's call from the traced one, which needs Dynamo's
+        # example inputs (outside that call, the carried graph compiles:
+        # PyTorch's caches may miss, the result is the same computation).
+        carried = bundle.carried_graph or (carried if example_inputs is None else b"")
+        if bundle.carried_graph:
+            offthread.carried_in_process[key] = bundle.carried_graph
         with adaptor.record_loaded_libraries() as loaded, adaptor.without_header_precompiling():
-            compiled = adaptor.compile_with_inductor(gm, example_inputs, patches)
+            compiled = self._compile(gm, example_inputs, patches, carried)
         binary_misses.report(key, set(loaded) - set(bundle.binaries))
         if verify_first_use.enabled():
             compiled = verify_first_use.wrap(
                 compiled, gm,
-                recompile=lambda: adaptor.compile_uncached(gm, example_inputs, patches),
+                recompile=lambda: self._compile(gm, example_inputs, patches, carried, uncached=True),
                 on_mismatch=lambda: self._refuse(key))
         return compiled

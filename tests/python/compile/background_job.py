@@ -7,6 +7,7 @@ and PyTorch's own Dynamo traces in this process.
 
     python background_job.py --model gpt2 --layers 2 --steps 4 [--until-switched]
     python background_job.py --main-blocks ...   # blocks of a class defined here (__main__)
+    python background_job.py --submodule-hooks ...  # blocks on the traced path
 
 --until-switched keeps stepping (past --steps, up to --max-steps) until
 every region this process handed to its compile worker has switched, or
@@ -59,6 +60,20 @@ class MainModel(torch.nn.Module):
         return type("Out", (), {"loss": loss})()
 
 
+def _graph_break(module, args):
+    torch._dynamo.graph_break()
+
+
+def hook_submodules(model: torch.nn.Module) -> None:
+    """A forward pre-hook that breaks Dynamo's graph on the last Linear-like
+    submodule of each repeated block (what DeepSpeed ZeRO 3's hooks do, on
+    every submodule)."""
+    for blocks in (m for m in model.modules() if isinstance(m, torch.nn.ModuleList)):
+        for block in blocks:
+            subs = [m for m in block.modules() if m is not block and hasattr(m, "weight")]
+            subs[-1].register_forward_pre_hook(_graph_break)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "llama", "two-kinds"], default="gpt2")
@@ -70,6 +85,9 @@ def main() -> None:
     p.add_argument("--main-blocks", action="store_true")
     p.add_argument("--in-place", action="store_true", help="kcache.compile_regions_in_place")
     p.add_argument("--pause-file")
+    p.add_argument("--submodule-hooks", action="store_true",
+                   help="a graph-breaking forward pre-hook on a submodule of each block (as "
+                        "DeepSpeed ZeRO 3's): the blocks take the traced path")
     args = p.parse_args()
 
     import kcache
@@ -87,6 +105,8 @@ def main() -> None:
     else:
         model = build_model(args.model, args.layers, args.hidden)
     eager = copy.deepcopy(model)
+    if args.submodule_hooks:
+        hook_submodules(model)
     if args.in_place:
         kcache.compile_regions_in_place(model)
     else:
@@ -128,6 +148,7 @@ def main() -> None:
         "mode": "background" if bg else "wait",
         "dynamo_traced": traces.traced,
         "aot_autograd": c.get("aot_autograd", {}),
+        "inductor": {k: v for k, v in c.get("inductor", {}).items() if "cache" in k},
         "pid": os.getpid(),
     }))
 
