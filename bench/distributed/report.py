@@ -22,7 +22,16 @@ def verdicts(r: dict) -> dict[str, bool]:
     distinct = len(set(keys[0]))
     client_compiles = sum(x["kcache_client"]["compiles"] for x in cold["ranks"])
     if r["mode"].endswith("-background"):
-        return background_verdicts(cold, restart, distinct)
+        out = background_verdicts(cold, restart, distinct)
+        if r["mode"] == "deepspeed-z3-background":
+            # ZeRO 3's graphs take the traced path: a restart compiles each
+            # from PyTorch's caches, which must all hit (the carried graph's
+            # entries, docs/cold-start.md "The traced path off the thread").
+            out["restart: no FX-graph or AOTAutograd misses"] = all(
+                x["fxgraph_misses"] == 0 and x["autograd_misses"] == 0 for x in restart["ranks"])
+            out["cold: graphs compiled off the training threads (traced path)"] = all(
+                any(j.get("path") == "traced" for j in x["timeline"]) for x in cold["ranks"])
+        return out
     return {
         "ran": True,
         "same keys on every rank": all(k == keys[0] for k in keys + [x["keys"] for x in restart["ranks"]]),
@@ -100,7 +109,7 @@ def notes(data: dict) -> list[str]:
 
 
 MODES = ("ddp", "fsdp2", "deepspeed-z2", "deepspeed-z3", "ddp-background", "deepspeed-z2-background",
-         "fsdp2-background", "fsdp2-llama-background")
+         "deepspeed-z3-background", "fsdp2-background", "fsdp2-llama-background")
 
 
 def write(results_path: Path, report_path: Path) -> None:

@@ -12,6 +12,11 @@ kcache-server (disk storage) per mode and N.
   deepspeed-z2-background
                   examples/accelerate_deepspeed.py --zero-stage 2
                   --until-compiled, the same for DeepSpeed's in-place blocks
+  deepspeed-z3-background
+                  examples/accelerate_deepspeed.py --zero-stage 3
+                  --until-compiled, the same for ZeRO 3's blocks (the traced
+                  path: graphs eager until the worker's compile of each
+                  lands, docs/cold-start.md "The traced path off the thread")
   fsdp2-background
                   examples/accelerate_fsdp2.py --until-compiled, the same
                   for FSDP2's blocks (hooks eager around a precompiled
@@ -80,6 +85,7 @@ MODES = {
     "deepspeed-z3": ["accelerate_deepspeed.py", "--zero-stage", "3"],
     "ddp-background": ["accelerate_ddp.py", "--until-compiled"],
     "deepspeed-z2-background": ["accelerate_deepspeed.py", "--zero-stage", "2", "--until-compiled"],
+    "deepspeed-z3-background": ["accelerate_deepspeed.py", "--zero-stage", "3", "--until-compiled"],
     "fsdp2-background": ["accelerate_fsdp2.py", "--until-compiled"],
     "fsdp2-llama-background": ["accelerate_fsdp2.py", "--model", "llama", "--until-compiled"],
 }
@@ -136,7 +142,7 @@ def wave(work: Path, mode: str, n: int, name: str, url: str, args) -> dict:
             "kernel_builds": int(cxx.get(str(r), {}).get("codegen", 0)),
             "steps": len(res["losses"]), "eager_steps": res.get("eager_steps", []),
             "all_compiled_s": res.get("all_compiled_s"),
-            "timeline": [{k: j.get(k) for k in ("region", "state", "by", "eager_calls")}
+            "timeline": [{k: j.get(k) for k in ("region", "state", "by", "eager_calls", "path")}
                          for j in res.get("timeline", [])],
             "kcache_background": {k: res["kcache"].get(k, 0) for k in (
                 "eager_block_calls", "background_jobs", "regions_switched", "background_refusals",

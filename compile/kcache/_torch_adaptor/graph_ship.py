@@ -31,6 +31,8 @@ what the traced one does by keying it again (kcache.traced.offthread).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pickle
 from typing import Any
 
@@ -76,7 +78,7 @@ def _node_meta(node) -> dict[str, Any]:
     for name in _NODE_META:
         if name in node.meta:
             try:
-                pickle.dumps(node.meta[name])
+                _dumps(node.meta[name])
             except Exception:  # noqa: BLE001 - this item stays behind
                 continue
             out[name] = node.meta[name]
@@ -93,6 +95,38 @@ class _Ref:
 
     def __reduce__(self):
         return (_Ref, (self.name,))
+
+
+class _Pickler(pickle.Pickler):
+    """Operators by name: ATen's (and other libraries') OpOverloads do not
+    pickle, and a higher-order operator (autograd_function_apply, wrap, ...)
+    would come back as a copy, not the registered singleton."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch._ops.OpOverload):
+            ns, name = obj._schema.name.split("::", 1)
+            return ("op", ns, name, obj._overloadname or "default")
+        if isinstance(obj, torch._ops.OpOverloadPacket):
+            ns, name = obj._qualified_op_name.split("::", 1)
+            return ("packet", ns, name)
+        if isinstance(obj, torch._ops.HigherOrderOperator):
+            return ("hop", obj.name())
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid):
+        kind, *rest = pid
+        if kind == "hop":
+            return torch._ops._higher_order_ops[rest[0]]
+        packet = getattr(getattr(torch.ops, rest[0]), rest[1])
+        return getattr(packet, rest[2]) if kind == "op" else packet
+
+
+def _dumps(value) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buf.getvalue()
 
 
 def _graph_state(gm: torch.fx.GraphModule) -> dict[str, Any]:
@@ -147,11 +181,7 @@ def _build(state: dict[str, Any], mode) -> torch.fx.GraphModule:
     for n in state["nodes"]:
         args = torch.fx.node.map_aggregate(n["args"], resolve)
         kwargs = torch.fx.node.map_aggregate(n["kwargs"], resolve)
-        if n["op"] == "output":
-            node = graph.output(args[0], type_expr=n["type"])
-        else:
-            node = graph.create_node(n["op"], n["target"], args, kwargs, name=n["name"],
-                                     type_expr=n["type"])
+        node = graph.create_node(n["op"], n["target"], args, kwargs, name=n["name"], type_expr=n["type"])
         if node.name != n["name"]:
             raise NotShippable(f"node {n['name']} came back as {node.name}")
         meta = dict(n["meta"])
@@ -177,8 +207,8 @@ def ship_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bytes:
     graph_meta = {"dynamo_compile_id": "dynamo_compile_id" in gm.meta,
                   "param_name_to_source": getattr(gm, "_param_name_to_source", None)}
     try:
-        return pickle.dumps({"format": _FORMAT, "graph": _graph_state(gm), "graph_meta": graph_meta,
-                             "inputs": inputs})
+        return _dumps({"format": _FORMAT, "graph": _graph_state(gm), "graph_meta": graph_meta,
+                       "inputs": inputs})
     except NotShippable:
         raise
     except Exception as e:  # noqa: BLE001 - anything that does not pickle
@@ -191,7 +221,7 @@ def land_graph(blob: bytes) -> tuple[torch.fx.GraphModule, list[torch.Tensor], A
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    d = pickle.loads(blob)
+    d = _Unpickler(io.BytesIO(blob)).load()
     if d.get("format") != _FORMAT:
         raise NotShippable(f"carried graph format {d.get('format')!r}, not {_FORMAT}")
     mode = FakeTensorMode(shape_env=ShapeEnv())
@@ -212,7 +242,8 @@ def land_graph(blob: bytes) -> tuple[torch.fx.GraphModule, list[torch.Tensor], A
 
 
 def compile_landed(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], mode,
-                   config_patches: dict[str, Any]):
+                   config_patches: dict[str, Any], *, uncached: bool = False):
+    """`uncached`: every PyTorch cache bypassed (a refused bundle's fresh compile)."""
     from torch._inductor.compile_fx import compile_fx
 
     from .inductor import call_free_graphs_cached, custom_autograd_cacheable
@@ -221,7 +252,8 @@ def compile_landed(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], mode,
     if custom_autograd_cacheable(gm):
         functorch["autograd_cache_allow_custom_autograd_functions"] = True
     context = torch._guards.TracingContext(mode)
-    with torch._guards.tracing(context), torch._functorch.config.patch(**functorch), \
+    caches = torch._inductor.config.patch(force_disable_caches=True) if uncached else contextlib.nullcontext()
+    with torch._guards.tracing(context), torch._functorch.config.patch(**functorch), caches, \
             call_free_graphs_cached():
         return compile_fx(gm, inputs, config_patches=config_patches or None, ignore_shape_env=True)
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 import logging
 import time
 
-import torch
-
 from kcache import _torch_adaptor as adaptor
 from kcache.artifacts import bundle_io
 from kcache.state import counters
@@ -46,10 +44,7 @@ carried_in_process: dict[str, bytes] = {}
 
 def compile_carried(blob: bytes, patches: dict, *, uncached: bool = False):
     gm, inputs, mode = adaptor.land_graph(blob)
-    if uncached:
-        with torch._inductor.config.patch(force_disable_caches=True):
-            return adaptor.compile_landed(gm, inputs, mode, patches)
-    return adaptor.compile_landed(gm, inputs, mode, patches)
+    return adaptor.compile_landed(gm, inputs, mode, patches, uncached=uncached)
 
 
 def carry(backend, gm, example_inputs: list, base_key: str) -> bytes:
@@ -102,9 +97,14 @@ class EagerUntilStored:
         if self.compiled is not None:
             return self.compiled(*args)
         if self.bg.ready(self.key, adaptor.in_backward()):
-            self.compiled = self.backend.switch(self.gm, self.key, self.explanation, self.blob,
-                                               self.device)
-            self.gm = None  # Dynamo keeps its own reference for as long as it needs one
+            try:
+                self.compiled = self.backend.switch(self.gm, self.key, self.explanation, self.blob,
+                                                   self.device)
+            except Exception as e:  # noqa: BLE001 - a fault never costs correctness: eager it stays
+                counters.bump(background_faults=1)
+                log.warning("kcache: region %s (%s) could not switch (%s: %s); its graph stays eager",
+                            self.backend.region_name, self.key[:12], type(e).__name__, e)
+                self.compiled = self.gm
             return self.compiled(*args)
         return self.gm(*args)
 

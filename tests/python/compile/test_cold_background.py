@@ -223,6 +223,12 @@ def test_a_killed_worker_leaves_the_region_eager_and_the_losses_right(tmp_path, 
         job = start(tmp_path, cxx_wrapper, "k", srv.url, *SMALL, "--steps", "3",
                     "--pause-file", str(pause), KCACHE_TEST_CXX_GATE=str(gate))
         wait_for("the worker compiling", lambda: len(leases(srv)) == 1, job)
+        # Held in g++ (the wrapper logs a run before it waits at the gate):
+        # past its lease, the worker has told the rank which region it
+        # compiles. Killed between the two, the rank could not tell, and
+        # orphaned every region in the worker's hands (seen on a loaded machine).
+        cxx_log = tmp_path / "cxx-k.log"
+        wait_for("the worker in the host compiler", lambda: cxx_log.exists() and cxx_log.read_text().strip(), job)
         (pid,) = worker_pids(job.pid)
         os.kill(pid, signal.SIGKILL)
         wait_for("the worker's death", lambda: dead(pid), job)  # before the job's next step looks
@@ -247,9 +253,12 @@ def test_a_worker_past_its_bound_is_stopped(tmp_path, cxx_wrapper, bound):
     gate = tmp_path / "gate"
     gate.write_text("held")
     env = {"KCACHE_WORKER_DEADLINE_S": "1"} if bound == "deadline" else {"KCACHE_WORKER_MAX_RSS_MB": "50"}
-    with served(tmp_path) as srv:
-        out = finish(start(tmp_path, cxx_wrapper, bound, srv.url, *SMALL, "--steps", "2",
-                           "--until-switched", KCACHE_TEST_CXX_GATE=str(gate), **env), tmp_path, bound)
+    try:
+        with served(tmp_path) as srv:
+            out = finish(start(tmp_path, cxx_wrapper, bound, srv.url, *SMALL, "--steps", "2",
+                               "--until-switched", KCACHE_TEST_CXX_GATE=str(gate), **env), tmp_path, bound)
+    finally:
+        gate.unlink()  # the stopped worker's host-compiler run, held at the gate, then ends
     k = out["kcache"]
     assert k["background_faults"] >= 1 and k["regions_switched"] == 0
     assert {j["state"] for j in out["timeline"]} == {"orphaned"}

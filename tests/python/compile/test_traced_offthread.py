@@ -28,6 +28,7 @@ import random
 
 import pytest
 import torch
+import torch.utils.checkpoint
 
 from test_cold_background import assert_close_to_eager, finish, served, start  # the cold-start tests' job
 
@@ -85,11 +86,14 @@ def test_a_worker_stopped_in_a_graphs_compile_leaves_it_eager_and_the_losses_rig
     and so on until no worker is left. Every graph stays eager to the end."""
     gate = tmp_path / "gate"
     gate.write_text("held")
-    with served(tmp_path) as srv:
-        out = finish(start(tmp_path, cxx_wrapper, "deadline", srv.url, *TRACED, "--model", "two-kinds",
-                           "--layers", "2", "--steps", "3", "--until-switched",
-                           KCACHE_TEST_CXX_GATE=str(gate), KCACHE_WORKER_DEADLINE_S="1"),
-                     tmp_path, "deadline")
+    try:
+        with served(tmp_path) as srv:
+            out = finish(start(tmp_path, cxx_wrapper, "deadline", srv.url, *TRACED, "--model", "two-kinds",
+                               "--layers", "2", "--steps", "3", "--until-switched",
+                               KCACHE_TEST_CXX_GATE=str(gate), KCACHE_WORKER_DEADLINE_S="1"),
+                         tmp_path, "deadline")
+    finally:
+        gate.unlink()  # a stopped worker's host-compiler run, held at the gate, then ends
     k = out["kcache"]
     traced = traced_jobs(out)
     assert traced and all(j["state"] == "orphaned" for j in traced), out["timeline"]
@@ -110,11 +114,27 @@ class _Recorder:
         return gm.forward
 
 
+class _Scale(torch.autograd.Function):
+    """A custom autograd.Function (as DeepSpeed ZeRO 3's linear): Dynamo
+    records it as a higher-order operator with forward and backward bodies."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2.0
+
+
 def _random_block(rng: random.Random, dim: int) -> torch.nn.Module:
-    """A block of 2 to 5 random steps, some behind a graph-breaking hook."""
+    """A block of 2 to 5 random steps, some behind a graph-breaking hook:
+    modules, functions, methods, an ATen operator, a custom autograd.Function
+    and activation checkpointing (graphs with subgraphs)."""
     steps = []
     for _ in range(rng.randint(2, 5)):
-        kind = rng.choice(["linear", "norm", "act", "residual", "softmax", "view"])
+        kind = rng.choice(["linear", "norm", "act", "residual", "softmax", "view", "aten", "function",
+                           "checkpoint"])
         steps.append(kind)
 
     class Block(torch.nn.Module):
@@ -139,6 +159,12 @@ def _random_block(rng: random.Random, dim: int) -> torch.nn.Module:
                     h = h + x
                 elif kind == "softmax":
                     h = h.softmax(dim=-1)
+                elif kind == "aten":
+                    h = torch.ops.aten.mul.Tensor(h, h)
+                elif kind == "function":
+                    h = _Scale.apply(h)
+                elif kind == "checkpoint":
+                    h = torch.utils.checkpoint.checkpoint(self.norm, h, use_reentrant=False)
                 else:
                     h = h.view(h.shape[0], -1, dim).transpose(0, 1).contiguous().transpose(0, 1)
             return self.out(h) + x
@@ -198,3 +224,35 @@ def test_a_graph_that_cannot_be_carried_says_why():
 
     with pytest.raises(adaptor.NotShippable, match="Sub"):
         adaptor.ship_graph(gm, [torch.randn(3, 8).as_subclass(Sub)])
+
+
+def test_a_graph_that_cannot_switch_stays_eager_and_says_so(caplog):
+    """The switch itself failing (a bundle that will not compile here) costs
+    nothing but speed: the graph keeps running eagerly, the fault counted."""
+    from kcache.state import counters
+    from kcache.traced.offthread import EagerUntilStored
+
+    class Landed:  # the coordinator's answer: the region is stored
+        def ready(self, key, in_backward):
+            return True
+
+    class Backend:
+        region_name = "Block"
+
+        def switch(self, *args):
+            raise RuntimeError("a planted failure")
+
+    calls = []
+
+    def graph(x):
+        calls.append(x)
+        return (x * 2,)
+
+    before = counters.get().background_faults
+    run = EagerUntilStored(Backend(), Landed(), graph, "ab" * 32, "{}", b"", "cpu")
+    with caplog.at_level("WARNING", logger="kcache"):
+        out1, = run(torch.ones(2))
+        out2, = run(torch.ones(2))
+    assert torch.equal(out1, torch.full((2,), 2.0)) and torch.equal(out2, out1) and len(calls) == 2
+    assert "could not switch" in caplog.text and "a planted failure" in caplog.text
+    assert counters.get().background_faults == before + 1
