@@ -129,6 +129,7 @@ class Background:
         self.t0_wall = time.time()  # the timeline's zero, on the wall clock (to line up ranks)
         self._said: set[str] = set()
         self.report = ServerReport(client) if client.config.get("url") else None
+        self.eager_asked = -1  # eager_block_calls when compiling() was last asked
 
     # ---- what the region asks ----
     def settled(self, key: str) -> bool:
@@ -332,7 +333,16 @@ def current() -> Background | None:
 def compiling() -> bool:
     """Some block of this process still runs eagerly, waiting for its
     region: one in a worker's hands, or landed and not yet switched (a job
-    that trains on until every block runs compiled asks this)."""
+    that trains on until every block runs compiled asks this, once a step).
+    A traced graph that landed switches at its next call, but may never be
+    called again (Dynamo recompiled its frame for other shapes: that graph
+    took another key), so it counts only while block calls still run
+    eagerly: until a step passes between two asks with none."""
     bg = _instance
-    return bg is not None and (bool(bg.pending) or any(
-        key in bg.landed and job.switched is None for key, job in bg.jobs.items()))
+    if bg is None:
+        return False
+    eager = counters.get().eager_block_calls
+    ran_eagerly, bg.eager_asked = eager != bg.eager_asked, eager
+    unswitched = [job for key, job in bg.jobs.items() if key in bg.landed and job.switched is None]
+    return (bool(bg.pending) or any(job.entry != "graph" for job in unswitched)
+            or (bool(unswitched) and ran_eagerly))

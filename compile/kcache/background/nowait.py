@@ -4,7 +4,8 @@ On the rank: NoWaitStore fetches a stored key (node tier, then the server,
 without waiting on anyone's lease) and raises NotReady for a missing one,
 so that the block runs eagerly while the worker builds it. A key the
 coordinator has settled (the worker reported it stored, or gave it back)
-goes through the client's get_or_compile as before.
+goes through the client's get_or_compile as before, and so do the keys
+its compile asks for.
 
 In the worker: TryStore is get_or_compile without waiting: a key whose
 lease another process holds raises Busy, and the worker takes another
@@ -13,6 +14,7 @@ region first.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 
@@ -36,10 +38,30 @@ class NoWaitStore:
     def __init__(self, client, settled: Callable[[str], bool]) -> None:
         self.client = client
         self.settled = settled
+        self.within = 0  # depth of settled keys' compiles in progress (the training thread's)
+
+    @contextlib.contextmanager
+    def waiting(self):
+        """Every key asked inside is fetched or compiled as in wait mode: a
+        block that cannot go to the worker compiles here, whichever keys its
+        compile asks for (this machine's facts, an index, its variants)."""
+        self.within += 1
+        try:
+            yield
+        finally:
+            self.within -= 1
 
     def get_or_compile(self, key: str, compile_fn, explanation: str | None = None):
-        if self.settled(key):
-            return self.client.get_or_compile(key, compile_fn, explanation)
+        # A settled key compiles here as in wait mode, and so does every key
+        # its compile asks for (a precompiled region's variants under its
+        # index): raising NotReady there would lose the whole compile, the
+        # fallback it records included, and a restart would repeat it.
+        if self.settled(key) or self.within:
+            self.within += 1
+            try:
+                return self.client.get_or_compile(key, compile_fn, explanation)
+            finally:
+                self.within -= 1
         hit = self.client.lookup(key)
         if hit is None:
             raise NotReady(key, explanation)

@@ -137,8 +137,11 @@ class PrecompiledRegion:
                     slots.setdefault("pending", {})[spec] = e.key
                     self.background.ready(e.key, True)  # counts this eager call
                     return _EAGER
-                # the block cannot go to the worker: compile it here, as before
-                fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
+                # The block cannot go to the worker: compile it here, as before
+                # (the key that was not ready may be another than its region's:
+                # this machine's facts, asked first).
+                with self.background.store.waiting():
+                    fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
         except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
             counters.bump(precompiled_fallbacks=1)
             self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "

@@ -74,6 +74,21 @@ def hook_submodules(model: torch.nn.Module) -> None:
             subs[-1].register_forward_pre_hook(_graph_break)
 
 
+def _noop_hook(module, args):
+    return None
+
+
+def unpicklable_embedding(model: torch.nn.Module) -> None:
+    """What DeepSpeed ZeRO 3 does to each module, in small: hooks of its own
+    and an attribute holding a class defined in a function."""
+    class PreBackward:  # local: neither it nor its instances pickle
+        pass
+
+    emb = next(m for m in model.modules() if isinstance(m, torch.nn.Embedding))
+    emb.register_forward_pre_hook(_noop_hook)
+    emb.pre_bwd_fn = PreBackward
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "llama", "two-kinds"], default="gpt2")
@@ -85,6 +100,9 @@ def main() -> None:
     p.add_argument("--main-blocks", action="store_true")
     p.add_argument("--in-place", action="store_true", help="kcache.compile_regions_in_place")
     p.add_argument("--pause-file")
+    p.add_argument("--unpicklable-embedding", action="store_true",
+                   help="the Embedding gets a hook of its own and an attribute holding a local class "
+                        "(as DeepSpeed ZeRO 3 leaves on every module): it cannot go to the worker")
     p.add_argument("--submodule-hooks", action="store_true",
                    help="a graph-breaking forward pre-hook on a submodule of each block (as "
                         "DeepSpeed ZeRO 3's): the blocks take the traced path")
@@ -107,6 +125,8 @@ def main() -> None:
     eager = copy.deepcopy(model)
     if args.submodule_hooks:
         hook_submodules(model)
+    if args.unpicklable_embedding:
+        unpicklable_embedding(model)
     if args.in_place:
         kcache.compile_regions_in_place(model)
     else:

@@ -41,9 +41,14 @@ def traced_jobs(out: dict) -> list[dict]:
 
 @pytest.mark.slow
 def test_traced_graphs_run_eagerly_while_the_worker_compiles_them_then_switch(tmp_path, cxx_wrapper):
+    """Also what DeepSpeed ZeRO 3 leaves on the Embedding (hooks of its own,
+    an attribute holding a local class): it cannot go to the worker, so its
+    precompiled region compiles on the training thread, fails to package
+    and records that; the restart reads the record and compiles nothing."""
+    flags = (*TRACED, "--unpicklable-embedding", "--layers", "2")
     with served(tmp_path) as srv:
-        cold = finish(start(tmp_path, cxx_wrapper, "cold", srv.url, *TRACED, "--layers", "2", "--steps", "2",
-                            "--until-switched"), tmp_path, "cold")
+        cold = finish(start(tmp_path, cxx_wrapper, "cold", srv.url, *flags, "--steps", "2", "--until-switched"),
+                      tmp_path, "cold")
         k = cold["kcache"]
         traced = traced_jobs(cold)
         assert cold["mode"] == "background"
@@ -51,28 +56,30 @@ def test_traced_graphs_run_eagerly_while_the_worker_compiles_them_then_switch(tm
         assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in traced), traced
         assert all(j["eager_calls"] >= 1 for j in traced)
         assert 0 not in cold["compiled_steps"] and cold["compiled_steps"]
-        assert k["regions_switched"] == k["background_jobs"]
-        assert k["background_faults"] == 0 and k["background_refusals"] == 0
+        assert k["background_faults"] == 0 and k["background_refusals"] == 1
+        assert "does not copy to another process" in cold["stderr"]
         # Positive control: the worker compiled, off this process...
         assert k["background_compile_seconds"] > 0 and cold["builds"]
-        assert k["compiles"] == 0 and k["misses"] == 0
         # ...and this process loaded each switched graph from PyTorch's own
-        # caches: AOTAutograd's entry and the FX graphs, no miss, no bypass.
+        # caches: AOTAutograd's entry and the FX graphs. The one miss is the
+        # Embedding's precompiled compile here (the refusal above).
         aot, ind = cold["aot_autograd"], cold["inductor"]
         assert aot.get("autograd_cache_hit", 0) >= len(traced), aot
-        assert aot.get("autograd_cache_miss", 0) == 0 and aot.get("autograd_cache_bypass", 0) == 0, aot
-        assert ind.get("fxgraph_cache_hit", 0) >= len(traced) and ind.get("fxgraph_cache_miss", 0) == 0, ind
+        assert aot.get("autograd_cache_miss", 0) == 1 and aot.get("autograd_cache_bypass", 0) == 0, aot
+        assert ind.get("fxgraph_cache_hit", 0) >= len(traced), ind
         m = srv.metrics()
         assert m["kcache_eager_block_calls_total"] == k["eager_block_calls"]
         assert m["kcache_regions_switched_total"] == k["regions_switched"]
         assert_close_to_eager(cold)
 
-        warm = finish(start(tmp_path, cxx_wrapper, "warm", srv.url, *TRACED, "--layers", "2", "--steps", "3"),
-                      tmp_path, "warm")
+        leases = m["kcache_leases_granted_total"]
+        warm = finish(start(tmp_path, cxx_wrapper, "warm", srv.url, *flags, "--steps", "3"), tmp_path, "warm")
         w = warm["kcache"]
-        assert w["eager_block_calls"] == 0 and w["background_jobs"] == 0
+        assert w["eager_block_calls"] == 0 and w["background_jobs"] == 0 and w["background_refusals"] == 0
         assert warm["compiled_steps"] == [0, 1, 2] and warm["builds"] == []
-        assert w["hits_server"] >= len(traced) and w["compiles"] == 0
+        assert w["hits_server"] >= 1 and w["misses"] == 0 and w["compiles"] == 0
+        assert srv.metrics()["kcache_leases_granted_total"] == leases  # nothing compiled anywhere
+        assert w["regions_seen"] == len(traced)  # every graph traced here, each one a hit:
         assert warm["aot_autograd"].get("autograd_cache_hit", 0) >= len(traced)
         assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
         assert_close_to_eager(warm)
