@@ -166,9 +166,9 @@ class Background:
             self._orphan([key], "the compile worker could not be started")
 
     def keep_on_thread(self, key: str, region: str, why: str) -> None:
-        """A region this rank compiles on its training thread, as in wait
-        mode (said once per reason, counted)."""
-        self._wait_path(Job(key, region, b"", time.monotonic()), why)
+        """A traced graph this rank compiles on its training thread, as in
+        wait mode (said once per reason, counted)."""
+        self._wait_path(Job(key, region, b"", time.monotonic(), entry="graph"), why)
 
     def ready(self, key: str, in_backward: bool) -> bool:
         """Whether a pending block should switch now (its next call fetches
