@@ -133,9 +133,9 @@ class RegionBackend:
                 outcomes.record(key, {"label": json.loads(explanation).get("label", ""),
                                       "status": "background", "path": "traced"})
                 return handed
-        return self._settle(gm, example_inputs, patches, key, explanation, device)
+        return self._settle(gm, example_inputs, patches, key, base_key, explanation, device)
 
-    def switch(self, gm, key: str, explanation: str, carried: bytes, device: str):
+    def switch(self, gm, key: str, base_key: str, explanation: str, carried: bytes, device: str):
         """The compiled graph for a graph that ran eagerly while the worker
         compiled its region (offthread.EagerUntilStored), once stored."""
         patches = adaptor.inductor_config_patches(
@@ -143,7 +143,7 @@ class RegionBackend:
         if key in _ready_in_process:
             counters.bump(reuses=1)
             return offthread.compile_carried(offthread.carried_in_process.get(key, carried), patches)
-        return self._settle(gm, None, patches, key, explanation, device, carried)
+        return self._settle(gm, None, patches, key, base_key, explanation, device, carried)
 
     def _compile(self, gm, example_inputs, patches, carried: bytes, *, uncached: bool = False):
         """Inductor's compile of the traced graph, or of the carried one
@@ -156,7 +156,7 @@ class RegionBackend:
             return adaptor.compile_uncached(gm, example_inputs, patches)
         return adaptor.compile_with_inductor(gm, example_inputs, patches)
 
-    def _settle(self, gm, example_inputs, patches, key: str, explanation: str, device: str,
+    def _settle(self, gm, example_inputs, patches, key: str, base_key: str, explanation: str, device: str,
                 carried: bytes = b""):
         """Fetch-or-compile through the store, as in wait mode: the lease
         holder (or a process that cannot reach the server) compiles here."""
@@ -193,7 +193,7 @@ class RegionBackend:
                 offthread.carried_in_process[key] = carried
             return produced.get("compiled") or self._compile(gm, example_inputs, patches, carried)
         try:
-            compiled = self._restore(gm, example_inputs, patches, key, data, source, device, carried)
+            compiled = self._restore(gm, example_inputs, patches, key, base_key, data, source, device, carried)
             _ready_in_process.add(key)
             return compiled
         except bundle_io.WrongArch as e:
@@ -208,9 +208,16 @@ class RegionBackend:
             self.store.drop_node_copy(key)
             return self._compile(gm, example_inputs, patches, carried, uncached=True)
 
-    def _restore(self, gm, example_inputs, patches, key: str, data: bytes, source: str, device: str,
-                 carried: bytes = b""):
+    def _restore(self, gm, example_inputs, patches, key: str, base_key: str, data: bytes, source: str,
+                 device: str, carried: bytes = b""):
         bundle = bundle_io.unpack(data, key, target=short_target(device))
+        if bundle.carried_graph:
+            # What runs here is the carried graph: it must be this one's
+            # computation, by kcache's own key (as a worker's region must
+            # pass its checks on the live block), before anything is loaded.
+            again = offthread.key_of_carried(self, bundle.carried_graph)
+            if again != base_key:
+                raise ValueError(f"its carried graph keys as {again[:12]}, this graph as {base_key[:12]}")
         adaptor.restore_region(bundle.mega_cache, bundle.binaries)
         tier = "hits_server" if source == "server" else "hits_node"
         counters.bump(**{tier: 1}, bytes_fetched=len(data),

@@ -47,13 +47,18 @@ def compile_carried(blob: bytes, patches: dict, *, uncached: bool = False):
     return adaptor.compile_landed(gm, inputs, mode, patches, uncached=uncached)
 
 
+def key_of_carried(backend, blob: bytes) -> str:
+    """kcache's key of a carried graph (the region's, before any source variant)."""
+    landed, inputs, _ = adaptor.land_graph(blob)
+    return backend.key_for(landed, inputs)[0]
+
+
 def carry(backend, gm, example_inputs: list, base_key: str) -> bytes:
     """The graph's bytes; NotShippable (with the reason) when the carried
     graph is not provably the traced one."""
     try:
         blob = adaptor.ship_graph(gm, example_inputs)
-        landed, inputs, _ = adaptor.land_graph(blob)
-        again, _ = backend.key_for(landed, inputs)
+        again = key_of_carried(backend, blob)
     except adaptor.NotShippable:
         raise
     except Exception as e:  # noqa: BLE001 - any failure to carry keeps the compile here
@@ -81,16 +86,17 @@ def hand_over(backend, bg, gm, example_inputs: list, key: str, base_key: str, ex
         job = bg.jobs[key]
     if bg.settled(key):
         return None
-    return EagerUntilStored(backend, bg, gm, key, explanation, job.payload, device)
+    return EagerUntilStored(backend, bg, gm, key, base_key, explanation, job.payload, device)
 
 
 class EagerUntilStored:
     """What Dynamo runs for a graph the worker compiles: the GraphModule
     until the region is stored, then the compiled graph."""
 
-    def __init__(self, backend, bg, gm, key: str, explanation: str, blob: bytes, device: str) -> None:
+    def __init__(self, backend, bg, gm, key: str, base_key: str, explanation: str, blob: bytes,
+                 device: str) -> None:
         self.backend, self.bg, self.gm = backend, bg, gm
-        self.key, self.explanation, self.blob, self.device = key, explanation, blob, device
+        self.key, self.base_key, self.explanation, self.blob, self.device = key, base_key, explanation, blob, device
         self.compiled = None
 
     def __call__(self, *args):
@@ -98,8 +104,8 @@ class EagerUntilStored:
             return self.compiled(*args)
         if self.bg.ready(self.key, adaptor.in_backward()):
             try:
-                self.compiled = self.backend.switch(self.gm, self.key, self.explanation, self.blob,
-                                                   self.device)
+                self.compiled = self.backend.switch(self.gm, self.key, self.base_key, self.explanation,
+                                                   self.blob, self.device)
             except Exception as e:  # noqa: BLE001 - a fault never costs correctness: eager it stays
                 counters.bump(background_faults=1)
                 log.warning("kcache: region %s (%s) could not switch (%s: %s); its graph stays eager",

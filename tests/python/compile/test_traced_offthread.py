@@ -256,10 +256,49 @@ def test_a_graph_that_cannot_switch_stays_eager_and_says_so(caplog):
         return (x * 2,)
 
     before = counters.get().background_faults
-    run = EagerUntilStored(Backend(), Landed(), graph, "ab" * 32, "{}", b"", "cpu")
+    run = EagerUntilStored(Backend(), Landed(), graph, "ab" * 32, "ab" * 32, "{}", b"", "cpu")
     with caplog.at_level("WARNING", logger="kcache"):
         out1, = run(torch.ones(2))
         out2, = run(torch.ones(2))
     assert torch.equal(out1, torch.full((2,), 2.0)) and torch.equal(out2, out1) and len(calls) == 2
     assert "could not switch" in caplog.text and "a planted failure" in caplog.text
     assert counters.get().background_faults == before + 1
+
+
+def test_a_bundle_carrying_another_computation_is_refused(tmp_path):
+    """A bundle stored under graph B's key whose carried graph is graph A's
+    (a forged or broken upload: the key is right, the bytes verify): the
+    restoring process keys the carried graph before using it, refuses the
+    bundle and compiles B itself; B's output, not A's."""
+    from kcache import _core
+    from kcache import _torch_adaptor as adaptor
+    from kcache.keys.fields import CompileSettings
+    from kcache.state import counters
+    from kcache.traced import offthread
+    from kcache.traced.backend import RegionBackend
+
+    from kc_testing import seed_node
+
+    def captured(fn):
+        rec = _Recorder()
+        torch._dynamo.reset()
+        torch.compile(fn, backend=rec)(torch.randn(4, 8))
+        (gm, inputs), = rec.graphs
+        return gm, inputs
+
+    gm_a, in_a = captured(lambda x: (x * 2.0 + 1.0).relu())
+    gm_b, in_b = captured(lambda x: (x * 3.0 + 1.0).relu())
+    seed_node(tmp_path / "node")
+    store = _core.Client(local_dir=str(tmp_path / "node"))
+    backend = RegionBackend("Block", CompileSettings(), store)
+    key_a, key_b = backend.key_for(gm_a, in_a)[0], backend.key_for(gm_b, in_b)[0]
+    assert key_a != key_b
+    explanation_b = backend.key_for(gm_b, in_b)[1]
+    offthread.compile_and_store(store, key_b, explanation_b, adaptor.ship_graph(gm_a, in_a), CompileSettings())
+    assert store.lookup(key_b) is not None  # the plant is served (so this test can fail)
+
+    before = counters.get().restore_failures
+    compiled = backend(gm_b, in_b)
+    assert counters.get().restore_failures == before + 1
+    x = torch.randn(4, 8)
+    assert torch.equal(compiled(x)[0], gm_b(x)[0]) and not torch.equal(compiled(x)[0], gm_a(x)[0])
