@@ -67,7 +67,7 @@ from .precompiled import (
     aot_guarded_constants,
 )
 from .trace_capture import capture_graph
-from .graph_ship import NotShippable, ship_graph, land_graph, compile_landed
+from .graph_ship import NotShippable, ship_graph, land_graph, compile_landed, graph_ship_missing
 from .target import cpu_vec_isa, isa_checks_done, isa_checks, isa_probe_binaries, host_compiler
 
 from . import releases
@@ -152,7 +152,7 @@ def _traced_required() -> dict[str, bool]:
 
 def _required() -> dict[str, bool]:
     """Everything: the traced path's needs, aot_compile and the trace checks."""
-    from . import compiled_module, graph_ship, precompiled, trace_capture, versions
+    from . import compiled_module, precompiled, trace_capture, versions
 
     return {**_traced_required(), **precompiled.required(), **trace_capture.required(),
-            **compiled_module.required(), **versions.required(), **graph_ship.required()}
+            **compiled_module.required(), **versions.required()}

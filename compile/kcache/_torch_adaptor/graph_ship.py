@@ -197,6 +197,8 @@ def _build(state: dict[str, Any], mode) -> torch.fx.GraphModule:
 
 
 def ship_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bytes:
+    if graph_ship_missing():
+        raise NotShippable("this torch lacks what carrying a graph needs: " + ", ".join(graph_ship_missing()))
     inputs = []
     for t in example_inputs:
         if not isinstance(t, torch.Tensor) or type(t) not in (torch.Tensor, torch.nn.Parameter):
@@ -259,6 +261,9 @@ def compile_landed(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], mode,
 
 
 def required() -> dict[str, bool]:
+    """What carrying needs. Not in the adaptor's start-up checklist: it
+    imports Inductor's compile_fx, which a warm start never does; asked when
+    a graph is first carried (graph_ship_missing), and by the drift test."""
     import inspect
 
     from torch._inductor.compile_fx import compile_fx
@@ -268,4 +273,16 @@ def required() -> dict[str, bool]:
         "torch._guards.TracingContext / tracing": hasattr(torch._guards, "TracingContext")
         and hasattr(torch._guards, "tracing"),
         "torch._guards.CompileId(frame_id, frame_compile_id)": hasattr(torch._guards, "CompileId"),
+        "torch._ops._higher_order_ops": isinstance(getattr(torch._ops, "_higher_order_ops", None), dict),
     }
+
+
+_missing: list[str] | None = None
+
+
+def graph_ship_missing() -> list[str]:
+    """The private APIs carrying needs that this torch lacks (checked once)."""
+    global _missing
+    if _missing is None:
+        _missing = [name for name, ok in required().items() if not ok]
+    return _missing

@@ -20,6 +20,16 @@ def test_every_private_api_the_adaptor_uses_is_present():
     assert adaptor.support().path == "precompiled" and adaptor.support().message is None
 
 
+def test_what_carrying_a_graph_needs_is_present():
+    """The traced path off the thread (graph_ship.py) checks its own needs
+    when it first carries a graph, not at start-up (a warm start imports no
+    Inductor compiler module): the drift test is here."""
+    from kcache._torch_adaptor import graph_ship
+
+    assert [name for name, ok in graph_ship.required().items() if not ok] == []
+    assert adaptor.graph_ship_missing() == []
+
+
 def test_a_missing_api_is_named(monkeypatch):
     monkeypatch.setattr(adaptor, "_required", lambda: {"torch._dynamo.aot_compile.X": False})
     with pytest.raises(adaptor.TorchDrift, match="torch._dynamo.aot_compile.X"):
