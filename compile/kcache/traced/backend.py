@@ -125,7 +125,10 @@ class RegionBackend:
         device = _device_type(example_inputs)
         if key in _ready_in_process:
             counters.bump(reuses=1)
-            return self._compile(gm, example_inputs, patches, offthread.carried_in_process.get(key, b""))
+            if key in offthread.carried_in_process:  # a worker's region: its libraries are all here
+                with adaptor.without_header_precompiling():
+                    return self._compile(gm, example_inputs, patches, offthread.carried_in_process[key])
+            return self._compile(gm, example_inputs, patches, b"")
         bg = background.for_store(self.store)
         if bg is not None:  # cold start without waiting: Inductor's compile goes to the worker
             handed = offthread.hand_over(self, bg, gm, example_inputs, key, base_key, explanation, device)
@@ -142,7 +145,8 @@ class RegionBackend:
             self.settings.mode, self.settings.options, self.settings.dynamic)
         if key in _ready_in_process:
             counters.bump(reuses=1)
-            return offthread.compile_carried(offthread.carried_in_process.get(key, carried), patches)
+            with adaptor.without_header_precompiling():
+                return offthread.compile_carried(offthread.carried_in_process.get(key, carried), patches)
         return self._settle(gm, None, patches, key, base_key, explanation, device, carried)
 
     def _compile(self, gm, example_inputs, patches, carried: bytes, *, uncached: bool = False):

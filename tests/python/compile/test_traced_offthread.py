@@ -41,18 +41,21 @@ def traced_jobs(out: dict) -> list[dict]:
 
 @pytest.mark.slow
 def test_traced_graphs_run_eagerly_while_the_worker_compiles_them_then_switch(tmp_path, cxx_wrapper):
-    """Also what DeepSpeed ZeRO 3 leaves on the Embedding (hooks of its own,
+    """A graph-breaking hook on a submodule of each block. Also what
+    DeepSpeed ZeRO 3 leaves on the Embedding (hooks of its own,
     an attribute holding a local class): it cannot go to the worker, so its
     precompiled region compiles on the training thread, fails to package
     and records that; the restart reads the record and compiles nothing."""
-    flags = (*TRACED, "--unpicklable-embedding", "--layers", "2")
+    # Two small kinds of block, one of each (the test command's time budget:
+    # what this proves does not depend on the model).
+    flags = (*TRACED, "--unpicklable-embedding", "--model", "two-kinds", "--layers", "1")
     with served(tmp_path) as srv:
         cold = finish(start(tmp_path, cxx_wrapper, "cold", srv.url, *flags, "--steps", "2", "--until-switched"),
                       tmp_path, "cold")
         k = cold["kcache"]
         traced = traced_jobs(cold)
         assert cold["mode"] == "background"
-        assert len(traced) >= 2, cold["timeline"]  # the hook broke each block into graphs
+        assert len(traced) >= 3, cold["timeline"]  # the hook broke each block into graphs
         assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in traced), traced
         assert all(j["eager_calls"] >= 1 for j in traced)
         assert 0 not in cold["compiled_steps"] and cold["compiled_steps"]
@@ -79,7 +82,7 @@ def test_traced_graphs_run_eagerly_while_the_worker_compiles_them_then_switch(tm
         assert warm["compiled_steps"] == [0, 1, 2] and warm["builds"] == []
         assert w["hits_server"] >= 1 and w["misses"] == 0 and w["compiles"] == 0
         assert srv.metrics()["kcache_leases_granted_total"] == leases  # nothing compiled anywhere
-        assert w["regions_seen"] == len(traced)  # every graph traced here, each one a hit:
+        assert w["regions_seen"] >= len(traced)  # every graph traced here, each one a hit:
         assert warm["aot_autograd"].get("autograd_cache_hit", 0) >= len(traced)
         assert warm["inductor"].get("fxgraph_cache_miss", 0) == 0
         assert_close_to_eager(warm)
