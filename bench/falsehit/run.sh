@@ -9,6 +9,11 @@
 # runs the traced cases. "background" (issue 51) runs them as below with
 # each cold run compiled in kcache's compile worker (--cold-start
 # background, seeds 8000... and 9000..., results-background-*.json).
+# "configs" (issue 67) runs them with --configs --cold-start alternate
+# (seeds 10000... and 11000..., results-configs-*.json: compiler settings
+# as the mutations, stock torch.compile the reference), then the positive
+# control: every case's pass-toggling warm run with the pass left out of
+# the key (--unkeyed, results-control-configs.json).
 # The false-hit fuzzer's long run (issue 32; docs/precompiled.md "Guards"):
 # two workers at once (seeds 1000... and 2000...), CASES_PER_WORKER
 # generated blocks each (default 39) with WARM_PER_CASE warm runs per block
@@ -29,8 +34,9 @@ mode=${4:-all}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PYTHONPATH="$root/tests" TORCHINDUCTOR_COMPILE_THREADS=1 OMP_NUM_THREADS=1
-if [[ $mode == after || $mode == between || $mode == background ]]; then
+if [[ $mode == after || $mode == between || $mode == background || $mode == configs ]]; then
   if [[ $mode == after ]]; then seeds=(4000 5000) name=after-first flag=--after-first-call
+  elif [[ $mode == configs ]]; then seeds=(10000 11000) name=configs flag="--configs --cold-start alternate"
   elif [[ $mode == background ]]; then seeds=(8000 9000) name=background flag="--cold-start background"
   else seeds=(6000 7000) name=between-watch flag=; fi
   "$py" -m falsehit.runner --seed "${seeds[0]}" --cases "$cases" --warm "$warm" $flag --work "$work/a" \
@@ -40,6 +46,11 @@ if [[ $mode == after || $mode == between || $mode == background ]]; then
     --out "$here/results-$name-b.json" 2>"$work/b.log" &
   b=$!
   wait "$a" "$b"
+  if [[ $mode == configs ]]; then
+    "$py" -m falsehit.runner --seed 10000 --cases "$cases" --warm 2 --runs 1 --configs \
+      --unkeyed inductor.post_grad_custom_post_pass --work "$work/c" \
+      --out "$here/results-control-configs.json" 2>"$work/c.log"
+  fi
   "$py" "$here/report.py"
   exit 0
 fi

@@ -38,6 +38,15 @@ Its outcomes say what the second call did: "hit" (nothing watched
 changed), "rechecked, hit" (a watched dict changed, the block's checks
 passed again), "fell back", "hit, some blocks fell back" or "missed".
 
+`--configs` (issue 67) draws the cases' mutations from the compiler's
+settings instead (falsehit/configs.py: a flip of each classified config
+entry, an Inductor custom pass, the matmul precision); each run compares
+with stock torch.compile under the same settings, and a warm run whose
+keyed settings no earlier run of its case stored must not hit
+(`unkeyed_hits`), one that differs only by neutral settings from a stored
+one should (`neutral_misses`). `--unkeyed ENTRY` (its positive control)
+leaves that entry out of kcache's key, as before 2026-12-07.
+
 `--switch-signature` (with `--after-first-call`) makes every other warm
 run's compared call one under another call signature than its first
 step's (generate.SIGNATURES: eval mode, no_grad, another batch size; one
@@ -64,7 +73,7 @@ import kcache.api
 import kcache.guards.call_watch
 import kcache.precompiled
 
-from . import generate
+from . import configs, generate
 
 TOL = 1e-4  # relative to the largest eager value (see _diff)
 _KEYS = ("hits_node", "misses", "precompiled_blocks", "precompiled_fallbacks",
@@ -101,8 +110,12 @@ def _apply(m, model, mutations: list[str]) -> None:
     import functools
     import types
 
+    from models import passes
+
+    from kcache._torch_adaptor.config_table import config
+
     scope = {"m": m, "model": model, "blocks": list(model.blocks), "torch": torch,
-             "functools": functools, "types": types}
+             "functools": functools, "types": types, "config": config, "passes": passes}
     for snippet in mutations:
         exec(snippet, scope)  # noqa: S102 - the fuzzer's own generated snippets
 
@@ -166,7 +179,8 @@ def _signature_call(run, model, x, signature: str) -> tuple[list, list]:
 
 def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str, traced: bool,
          node: str = "node", before_first: list[str] | None = None, watch: bool = True,
-         background: bool = False, signature: str = "same", prepare: tuple[str, ...] = ()) -> dict:
+         background: bool = False, signature: str = "same", prepare: tuple[str, ...] = (),
+         stock: bool = False) -> dict:
     """One process: build the case's model, mutate it, eager then kcache.
 
     With `before_first` (the after-first-call mode) only those mutations
@@ -175,7 +189,9 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     `background` (a cold run), the compiled model steps eagerly until its
     compile worker's regions switch, and the call after that is compared.
     The compared call runs under `signature`; a cold run then calls the
-    compiled model once under each of `prepare`, storing their variants."""
+    compiled model once under each of `prepare`, storing their variants.
+    With `stock` the reference is a copy of the model whose blocks stock
+    torch.compile compiled under the same settings, not eager."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(case_dir / inductor)
     os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
     os.environ["KCACHE_COLD_START"] = "background" if background else "wait"
@@ -190,9 +206,15 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     torch.manual_seed(0)
     model = m.Stack()
     x = torch.randn(2, generate.DIM)
-    compiled, switched = None, None
+    compiled, switched, reference = None, None, model
     if before_first is None:
         _apply(m, model, mutations)
+        if stock:
+            import copy
+
+            reference = copy.deepcopy(model)
+            for block in reference.blocks:
+                block.compile()
         if background:
             compiled = kcache.compile_regions(model)
             switched = _until_switched(compiled, x)
@@ -201,14 +223,17 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
         compiled = kcache.compile_regions(model)
         compiled(x.clone().requires_grad_(True)).square().mean().backward()
         _apply(m, model, mutations[len(before_first):])
-    results = []
+    # The reference first (eager, or stock torch.compile, whose own traces
+    # the counters below leave out), then kcache's compiled model.
+    for p in reference.parameters():
+        p.grad = None
+    results = [_signature_call(reference, reference, x, signature)]
     before = kcache.stats()
     dynamo = _dynamo_frames()
-    for is_compiled in (False, True):
-        for p in model.parameters():
-            p.grad = None
-        run = (compiled or kcache.compile_regions(model)) if is_compiled else model
-        results.append(_signature_call(run, model, x, signature))
+    for p in model.parameters():
+        p.grad = None
+    run = compiled or kcache.compile_regions(model)
+    results.append(_signature_call(run, model, x, signature))
     after = kcache.stats()
     for other in prepare:  # after the counters: the compared call's delta is its own
         _signature_call(run, model, x, other)
@@ -254,7 +279,7 @@ def classify(r: dict, traced: bool, after_first: bool = False) -> str:
 def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
              c: generate.Case | None = None, host_facts: pathlib.Path | None = None,
              after_first: bool = False, watch: bool = True, runs: set[int] | None = None,
-             background: bool = False, switch: bool = False) -> dict:
+             background: bool = False, switch: bool = False, stock: bool = False) -> dict:
     c = c or generate.case(seed, warm_runs)
     if switch:
         generate.switch_signatures(c)
@@ -267,7 +292,9 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
     t = time.perf_counter()
     prepare = tuple(sorted(set(signatures) - {"same"}))
     cold = _in_child(lambda: _run(case_dir, c.name, c.cold, "inductor-cold", traced, background=background,
-                                  prepare=prepare))
+                                  prepare=prepare, stock=stock))
+    kinds = configs.classes() if stock else {}
+    stored = {configs.keyed_set(c.cold, kinds)}
     cold["seconds"] = round(time.perf_counter() - t, 2)
     warm = []
     for i, mutations in enumerate(c.warm):
@@ -276,7 +303,7 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
         t = time.perf_counter()
         r = _in_child(lambda: _run(case_dir, c.name, mutations, f"inductor-warm-{i}", traced,
                                    before_first=c.cold if after_first else None, watch=watch,
-                                   signature=signatures[i]))
+                                   signature=signatures[i], stock=stock))
         r["seconds"] = round(time.perf_counter() - t, 2)
         r["mutations"] = mutations
         r["index"] = i
@@ -284,6 +311,15 @@ def run_case(work: pathlib.Path, seed: int, warm_runs: int, traced: bool,
         if "error" not in r:
             r["outcome"] = classify(r, traced, after_first)
             r["false_hit"] = r["out_diff"] > TOL or r["grad_diff"] > TOL
+            if stock:  # config mode: was a region stored under exactly this run's keyed settings?
+                keyed = configs.keyed_set(mutations, kinds)
+                r["added_classes"] = [("pass" if s.startswith("torch._inductor.config.post_grad") else
+                                       "precision" if s.startswith("torch.set_float32") else kinds.get(s, "?"))
+                                      for s in r["added"]]
+                r["settings_stored"] = keyed in stored
+                r["unkeyed_hit"] = r["outcome"] == "hit" and keyed not in stored
+                r["neutral_miss"] = r["outcome"] == "missed" and keyed in stored
+                stored.add(keyed)
         warm.append(r)
     return {"seed": seed, "name": c.name, "features": c.features, "cold_mutations": c.cold,
             "cold_kinds": mutation_kinds(c.cold), "cold_start": "background" if background else "wait",
@@ -311,6 +347,8 @@ def summarize(cases: list[dict]) -> dict:
     return {"cases": len(cases), "warm_runs": len(warm), "outcomes": outcomes,
             "outcomes_by_signature": dict(sorted(by_signature.items())),
             "false_hits": sum(1 for w in warm if w.get("false_hit")),
+            "unkeyed_hits": sum(1 for w in warm if w.get("unkeyed_hit")),
+            "neutral_misses": sum(1 for w in warm if w.get("neutral_miss")),
             "errors": sum(1 for w in warm if "error" in w) + sum(1 for c in cases if "error" in c["cold"]),
             "background_cold": _background_summary(cases),
             "mutation_kinds": dict(sorted(kinds.items()))}
@@ -358,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plain-class-memo", action="store_true",
                     help="the positive control of --switch-signature: class descriptions shared between "
                          "first calls without their version tags (as before 2026-12-06)")
+    ap.add_argument("--configs", action="store_true",
+                    help="mutations are compiler settings (falsehit/configs.py); stock torch.compile is the "
+                         "reference (issue 67)")
+    ap.add_argument("--unkeyed", metavar="ENTRY",
+                    help="the positive control of --configs: ENTRY (module.name, e.g. "
+                         "inductor.post_grad_custom_post_pass) left out of kcache's key")
     ap.add_argument("--runs", help="only these warm runs of each case, by index (e.g. 1,17): regression tests")
     ap.add_argument("--no-watch", action="store_true",
                     help="the positive control of --after-first-call: no checks after a block's first call")
@@ -374,6 +418,14 @@ def main(argv: list[str] | None = None) -> int:
         import kcache.guards.class_memo
 
         kcache.guards.class_memo.ClassMemo = dict  # the process's memo is made on first use
+    if args.unkeyed:  # inherited by the forked children
+        from kcache._torch_adaptor import config_key, config_table
+
+        short, name = args.unkeyed.split(".", 1)
+        config_table.KEYED.get(short, {}).pop(name, None)
+        config_table.NEUTRAL.setdefault(short, {})[name] = "left out by --unkeyed (positive control)"
+        config_table.PASS_ENTRIES[short] = config_table.PASS_ENTRIES.get(short, frozenset()) - {name}
+        config_key._beyond.cache_clear()
     if args.single:
         c = generate.every_kind(args.seed)
         case_dir = pathlib.Path(args.work) / c.name
@@ -386,20 +438,22 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     cases = []
     for seed in range(args.seed, args.seed + args.cases):
-        one = (generate.every_kind(seed) if args.every_kind else
+        one = (configs.case(seed, args.warm) if args.configs else
+               generate.every_kind(seed) if args.every_kind else
                generate.globals_changed(seed) if args.globals_changed else
                generate.hooks_changed(seed) if args.hooks_changed else None)
         cases.append(run_case(pathlib.Path(args.work), seed, args.warm, args.traced, one, args.host_facts,
                               args.after_first_call, not args.no_watch,
                               {int(i) for i in args.runs.split(",")} if args.runs else None,
                               args.cold_start == "background" or (args.cold_start == "alternate" and seed % 2 == 0),
-                              args.switch_signature))
+                              args.switch_signature, args.configs))
         s = summarize(cases)
         print(f"case {seed}: {s['warm_runs']} warm runs, {s['false_hits']} false hits, "
               f"{s['outcomes']}", flush=True)
     result = {"mode": "traced" if args.traced else "precompiled", "cold_start": args.cold_start,
               "mutate": "after the first call" if args.after_first_call else "between processes",
               "switch_signature": args.switch_signature, "plain_class_memo": args.plain_class_memo,
+              "configs": args.configs, "unkeyed": args.unkeyed,
               "seed": args.seed,
               "seconds": round(time.perf_counter() - start, 1), "summary": summarize(cases),
               "torch": torch.__version__, "cases": cases}

@@ -51,7 +51,11 @@ from .compiled_module import OptimizedModule, init_optimized_module
 from .versions import dict_version
 from .capture import Capture, record_loaded_libraries, capture_region, restore_region
 from .cpp_build import hook_library_builds, library_build_hook_available
-from .config_key import config_fingerprint, ensure_recompile_limit, config_snapshot, config_restore
+from .config_key import (
+    config_fingerprint, ensure_recompile_limit, config_snapshot, config_restore, NotKeyable, NotCarried,
+    code_digest,
+)
+from . import config_table, global_flags
 from .gpu_kernels import triton_cubins
 from .graph_ops import is_aten_op, reset_dynamo, in_backward
 from .inductor import (

@@ -157,9 +157,11 @@ class Background:
 
     def submit_graph(self, key: str, region: str, settings, blob: bytes, explanation: str) -> None:
         """Puts a traced graph (kcache.traced.offthread: carried, keyed
-        again) in the worker's hands."""
+        again) in the worker's hands; NotReproducible where the job's
+        settings cannot reach the worker (nothing is queued then)."""
+        settings_now = context()
         job = self.jobs[key] = Job(key, region, blob, time.monotonic(), settings=settings, entry="graph",
-                                   explanation=explanation, context=context())
+                                   explanation=explanation, context=settings_now)
         counters.bump(background_jobs=1)
         self.pending.add(key)
         if not self._send(job):
@@ -334,15 +336,15 @@ def compiling() -> bool:
     """Some block of this process still runs eagerly, waiting for its
     region: one in a worker's hands, or landed and not yet switched (a job
     that trains on until every block runs compiled asks this, once a step).
-    A traced graph that landed switches at its next call, but may never be
-    called again (Dynamo recompiled its frame for other shapes: that graph
-    took another key), so it counts only while block calls still run
-    eagerly: until a step passes between two asks with none."""
+    A landed region switches at its blocks' next call, but they may never
+    call it again (a traced graph whose frame Dynamo recompiled for other
+    shapes; a train-mode region that landed after the job switched to
+    eval), so it counts only while block calls still run eagerly: until a
+    step passes between two asks with none."""
     bg = _instance
     if bg is None:
         return False
     eager = counters.get().eager_block_calls
     ran_eagerly, bg.eager_asked = eager != bg.eager_asked, eager
     unswitched = [job for key, job in bg.jobs.items() if key in bg.landed and job.switched is None]
-    return (bool(bg.pending) or any(job.entry != "graph" for job in unswitched)
-            or (bool(unswitched) and ran_eagerly))
+    return bool(bg.pending) or (bool(unswitched) and ran_eagerly)

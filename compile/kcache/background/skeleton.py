@@ -9,8 +9,11 @@ rebuilds it: the block without its weights, the call's tensors as specs.
   larger ones as (shape, stride, dtype, device, requires_grad) filled with
   random values in the worker; everything else as it is.
 - The settings the compiled code depends on: training mode (kept by the
-  copy), grad mode, autocast, the default dtype and the compile configs
-  (adaptor.config_snapshot).
+  copy), grad mode, autocast, the default dtype, every keyed compile config
+  (adaptor.config_snapshot: custom passes by reference to their class) and
+  the process-global flags (adaptor.global_flags: matmul precision,
+  deterministic algorithms). A set config that does not pickle makes the
+  block NotReproducible.
 - The block's classes as the rank has them (class_state: members added or
   replaced at run time, such as transformers' nn.Module.smart_apply).
 - The module globals the block's code can read, as the rank has them
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,16 +106,22 @@ def _tensor_arg(t: torch.Tensor):
 
 
 def context() -> dict[str, Any]:
-    """This thread's grad mode, autocast, default dtype and compile configs
-    (what `applied` sets again in the worker)."""
+    """This thread's grad mode, autocast, default dtype, compile configs and
+    global flags (what `applied` sets again in the worker); NotReproducible
+    where a set config does not pickle."""
     autocast = {}
     for dt in _DEVICE_TYPES:
         try:
             autocast[dt] = (torch.is_autocast_enabled(dt), torch.get_autocast_dtype(dt))
         except (RuntimeError, TypeError):
             continue
+    try:
+        configs = adaptor.config_snapshot()
+    except adaptor.NotCarried as e:
+        raise NotReproducible(str(e)) from None
     return {"grad": torch.is_grad_enabled(), "autocast": autocast,
-            "default_dtype": torch.get_default_dtype(), "configs": adaptor.config_snapshot()}
+            "default_dtype": torch.get_default_dtype(), "configs": configs,
+            "flags": adaptor.global_flags.read()}
 
 
 # Hooks no call of a module runs: left out of every module's copy (fully_shard's
@@ -137,6 +147,21 @@ def _left_out(block: torch.nn.Module, entry: str, memo: dict) -> None:
             if isinstance(value, dict) and (name.endswith("hooks") or "_hooks_" in name
                                             or name.startswith("__composable_api")):
                 memo[id(value)] = type(value)()
+
+
+def _own_forwards(skeleton: torch.nn.Module) -> dict[str, tuple[Any, bool]]:
+    """Takes the instance `forward`s (`m.forward = MethodType(f, m)`) out of
+    the copy: {path: (f, bound)}, set again by rebuild. Pickled in place, a
+    bound method would unpickle as the class's forward (pickle asks the
+    half-built module for its `forward`), and the worker would compile the
+    class's code under the block's key."""
+    out = {}
+    for path, m in skeleton.named_modules():
+        own = m.__dict__.pop("forward", None)
+        if own is not None:
+            bound = isinstance(own, types.MethodType) and own.__self__ is m
+            out[path] = (own.__func__ if bound else own, bound)
+    return out
 
 
 def describe(block: torch.nn.Module, args: tuple, kwargs: dict, entry: str = "call") -> bytes:
@@ -167,10 +192,12 @@ def describe(block: torch.nn.Module, args: tuple, kwargs: dict, entry: str = "ca
         for m in skeleton.modules():  # compiled in place: kcache's own call, not the block's
             if m.__dict__.get("_compiled_call_impl") is not None:
                 m._compiled_call_impl = None
+        forwards = _own_forwards(skeleton)
         call = pytree.tree_map_only(torch.Tensor, _tensor_arg, (args, kwargs))
         payload = {"block": skeleton, "device": devices.pop() if devices else "cpu",
                    "buffers": buffers, "call": call, "context": context(),
-                   "classes": class_state.capture(block), "globals": global_state.capture(block)}
+                   "classes": class_state.capture(block), "globals": global_state.capture(block),
+                   "forwards": forwards}
         return functions.dumps(payload)
     except NotReproducible:
         raise
@@ -193,6 +220,9 @@ def rebuild(data: bytes) -> tuple[torch.nn.Module, tuple, dict, dict]:
         named = dict(block.named_buffers())
         for name, value in payload["buffers"].items():
             named[name].copy_(value)
+    for path, (fn, bound) in payload.get("forwards", {}).items():
+        m = block.get_submodule(path)
+        m.forward = types.MethodType(fn, m) if bound else fn
     args, kwargs = pytree.tree_map_only((TensorSpec, TensorValue), lambda s: s.make(), payload["call"])
     context = dict(payload["context"], globals=payload.get("globals", {}))
     context["classes_differ"] = class_state.apply(block, payload["classes"])
@@ -200,8 +230,9 @@ def rebuild(data: bytes) -> tuple[torch.nn.Module, tuple, dict, dict]:
 
 
 class applied:
-    """The rank's grad mode, autocast, default dtype, configs and module
-    globals, here (the globals stay: the next job installs its own)."""
+    """The rank's grad mode, autocast, default dtype, configs, global flags
+    and module globals, here (the configs and module globals stay: the next
+    job installs its own)."""
 
     def __init__(self, context: dict) -> None:
         self.context = context
@@ -212,6 +243,7 @@ class applied:
         c = self.context
         self.installed = global_state.apply(c.get("globals", {}))
         failed = adaptor.config_restore(c["configs"])
+        self.saved_flags = adaptor.global_flags.apply(c.get("flags", {}))
         self.saved_dtype = torch.get_default_dtype()
         torch.set_default_dtype(c["default_dtype"])
         self.stack = [torch.set_grad_enabled(c["grad"])]
@@ -226,3 +258,4 @@ class applied:
         for cm in reversed(self.stack):
             cm.__exit__(*exc)
         torch.set_default_dtype(self.saved_dtype)
+        adaptor.global_flags.apply(self.saved_flags)

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from kcache import _torch_adaptor as adaptor
 from kcache.keys import fields as keyfields
 from kcache.keys.fields import CompileSettings
 from kcache.keys.graph_key import dtype_label
@@ -78,7 +79,29 @@ def block_description(block: torch.nn.Module) -> dict[str, Any]:
                 packages[klass.__module__.split(".")[0]] = version
     tensors = [[name, list(t.shape), str(t.dtype).removeprefix("torch."), list(t.stride())]
                for name, t in list(block.named_parameters()) + list(block.named_buffers())]
-    return {"modules": modules, "sources": sources, "packages": packages, "tensors": tensors}
+    desc = {"modules": modules, "sources": sources, "packages": packages, "tensors": tensors}
+    forwards = instance_forwards(block)
+    if forwards:  # only then: blocks without one keep the keys they had
+        desc["forwards"] = {path: _function_identity(fn) for path, fn in forwards.items()}
+    return desc
+
+
+def _function_identity(fn: Any) -> str:
+    code = getattr(fn, "__code__", None)
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+    return f"{name}:{adaptor.code_digest(code)}" if code is not None else f"{name}:{type(fn).__qualname__}"
+
+
+def instance_forwards(block: torch.nn.Module) -> dict[str, Any]:
+    """{module path: function} of the modules whose instance has a `forward`
+    of its own (`m.forward = MethodType(f, m)`): the code that runs is f,
+    not the class's forward."""
+    out = {}
+    for path, m in block.named_modules():
+        own = m.__dict__.get("forward")
+        if own is not None:
+            out[path] = getattr(own, "__func__", own)
+    return out
 
 
 def _spec(value: Any, dynamic: bool | None) -> Any:

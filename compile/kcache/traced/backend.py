@@ -117,7 +117,14 @@ class RegionBackend:
             return adaptor.compile_with_inductor(gm, example_inputs, patches)
         if _device_type(example_inputs) == "cpu":
             isa_probes.ensure(self.store)  # before anything asks Inductor for its ISA
-        key, explanation = self.key_for(gm, example_inputs)
+        try:
+            key, explanation = self.key_for(gm, example_inputs)
+        except adaptor.NotKeyable as why:
+            # As PyTorch's FX-graph cache bypasses itself for a pass without
+            # uuid(): compiled as stock PyTorch would, neither stored nor fetched.
+            counters.bump(bypassed=1)
+            _say_once(f"kcache: region {self.region_name} not cached: {why}")
+            return adaptor.compile_with_inductor(gm, example_inputs, patches)
         base_key = key
         key, explanation = _source_variant(key, explanation, gm) or (key, explanation)
         self.last_key = key
@@ -243,3 +250,12 @@ class RegionBackend:
                 recompile=lambda: self._compile(gm, example_inputs, patches, carried, uncached=True),
                 on_mismatch=lambda: self._refuse(key))
         return compiled
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        log.warning("%s", message)

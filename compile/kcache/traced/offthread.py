@@ -33,6 +33,7 @@ import time
 
 from kcache import _torch_adaptor as adaptor
 from kcache.artifacts import bundle_io
+from kcache.background.skeleton import NotReproducible
 from kcache.state import counters
 
 log = logging.getLogger("kcache")
@@ -82,7 +83,11 @@ def hand_over(backend, bg, gm, example_inputs: list, key: str, base_key: str, ex
         except adaptor.NotShippable as why:
             bg.keep_on_thread(key, backend.region_name, f"its graph cannot be carried to the worker: {why}")
             return None
-        bg.submit_graph(key, backend.region_name, backend.settings, blob, explanation)
+        try:
+            bg.submit_graph(key, backend.region_name, backend.settings, blob, explanation)
+        except NotReproducible as why:
+            bg.keep_on_thread(key, backend.region_name, f"its settings cannot reach the worker: {why}")
+            return None
         job = bg.jobs[key]
     if bg.settled(key):
         return None

@@ -8,6 +8,9 @@ and PyTorch's own Dynamo traces in this process.
     python background_job.py --model gpt2 --layers 2 --steps 4 [--until-switched]
     python background_job.py --main-blocks ...   # blocks of a class defined here (__main__)
     python background_job.py --submodule-hooks ...  # blocks on the traced path
+    python background_job.py --eval-from 1 --until-switched ...  # train, then eval
+    python background_job.py --pass-factor 1.5 --matmul-precision high --stock-twin ...
+        # a job's compiler settings; its twin compiled by stock torch.compile under them
 
 --until-switched keeps stepping (past --steps, up to --max-steps) until
 every region this process handed to its compile worker has switched, or
@@ -106,7 +109,22 @@ def main() -> None:
     p.add_argument("--submodule-hooks", action="store_true",
                    help="a graph-breaking forward pre-hook on a submodule of each block (as "
                         "DeepSpeed ZeRO 3's): the blocks take the traced path")
+    p.add_argument("--eval-from", type=int,
+                   help="from this step on, the model in eval mode under no_grad (no optimizer step)")
+    p.add_argument("--pass-factor", type=float,
+                   help="sets Inductor's post_grad_custom_post_pass to models.passes.ScaleFirstOutput(F)")
+    p.add_argument("--matmul-precision", help="torch.set_float32_matmul_precision(P) before compiling")
+    p.add_argument("--stock-twin", action="store_true",
+                   help="the twin's blocks are compiled by stock torch.compile (under the same settings) "
+                        "instead of running eagerly")
     args = p.parse_args()
+
+    if args.pass_factor is not None:
+        from models.passes import ScaleFirstOutput
+
+        torch._inductor.config.post_grad_custom_post_pass = ScaleFirstOutput(args.pass_factor)
+    if args.matmul_precision:
+        torch.set_float32_matmul_precision(args.matmul_precision)
 
     import kcache
     from kcache import _torch_adaptor as adaptor
@@ -127,6 +145,10 @@ def main() -> None:
         hook_submodules(model)
     if args.unpicklable_embedding:
         unpicklable_embedding(model)
+    if args.stock_twin:
+        for blocks in (m for m in eager.modules() if isinstance(m, torch.nn.ModuleList)):
+            for block in blocks:
+                block.compile()
     if args.in_place:
         kcache.compile_regions_in_place(model)
     else:
@@ -147,7 +169,13 @@ def main() -> None:
         print(f"background_job: step {step} at {time.perf_counter() - t0:.2f} s, worker pid "
               f"{bg.worker.proc.pid if bg and bg.worker else None}", file=sys.stderr, flush=True)
         before = kcache.stats()["eager_block_calls"]
+        evaluating = args.eval_from is not None and step >= args.eval_from
         for m, opt, out in ((model, opts[0], losses), (eager, opts[1], eager_losses)):
+            if evaluating:  # eval mode, no grad: another region than training's
+                m.eval()
+                with torch.no_grad():
+                    out.append(m(ids, labels=ids).loss.item())
+                continue
             loss = m(ids, labels=ids).loss
             loss.backward()
             opt.step()

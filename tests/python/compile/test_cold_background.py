@@ -58,11 +58,12 @@ def served(tmp_path):
         srv.stop()
 
 
-def start(tmp_path, cxx, name, url, *extra, **env):
+def start(tmp_path, cxx, name, url, *extra, cold_start: str = "", **env):
+    """The job, in the default cold-start mode (or `cold_start`)."""
     wrapper, _ = cxx
     tmp = tmp_path / f"tmp-{name}"
     tmp.mkdir(exist_ok=True)
-    e = python_env(KCACHE_URL=url, KCACHE_COLD_START="", KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
+    e = python_env(KCACHE_URL=url, KCACHE_COLD_START=cold_start, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
                    KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"), OMP_NUM_THREADS="1",
                    TMPDIR=str(tmp), **env)
@@ -410,6 +411,40 @@ def test_closures_and_local_classes_reach_the_worker_by_code_and_by_name():
     assert torch.equal(rebuilt(args[0]), block(args[0]))  # the hook came along
 
 
+def _doubled_forward(self, x):
+    return torch.nn.functional.linear(x, self.weight, self.bias) * 2.0
+
+
+def test_an_instance_forward_travels_as_it_is_and_is_in_the_key():
+    """`block.forward = MethodType(f, block)`: the worker's copy runs f, not
+    the class's forward (pickled in place, the bound method came back as
+    the class's), and the key says the block runs other code than a plain
+    one of its class (a worker's region of the class's code occupied the
+    block's key before)."""
+    import types
+
+    from kcache.background import skeleton
+    from kcache.keys import block_key
+    from kcache.keys.fields import CompileSettings
+
+    torch.manual_seed(0)
+    plain, own = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    own.load_state_dict(plain.state_dict())
+    own.forward = types.MethodType(_doubled_forward, own)
+    x = torch.randn(2, 4)
+    settings = CompileSettings()
+    keys = [block_key.region_fields(b, (x,), {}, settings, entry="call", entry_source="x")["region"]
+            for b in (plain, own)]
+    assert keys[0] != keys[1]
+    rebuilt, args, _, context = skeleton.rebuild(skeleton.describe(own, (x,), {}))
+    with torch.no_grad():
+        rebuilt.load_state_dict(own.state_dict())
+    assert torch.equal(rebuilt(x), own(x)) and torch.equal(own(x), plain(x) * 2.0)
+    with skeleton.applied(context):
+        assert block_key.region_fields(rebuilt, args, {}, settings, entry="call",
+                                       entry_source="x")["region"] == keys[1]
+
+
 def test_the_default_mode_is_background_only_with_a_server(monkeypatch, tmp_path):
     from kcache import _core, background
     from kcache.state import store
@@ -471,3 +506,25 @@ def test_an_orphaned_region_switches_when_another_process_stores_it(monkeypatch,
     assert state["state"] == "switched" and state["by"] == "another process" and state["eager_calls"] == 2
     data, source = bg.store.get_or_compile(key, lambda: pytest.fail("compiled on the training thread"))
     assert source == "node"
+
+
+@pytest.mark.slow
+def test_a_job_that_turns_to_eval_while_eager_ends_compiled_and_stops_compiling(tmp_path, cxx_wrapper):
+    """The training region lands after the job turned to eval, and no block
+    calls it again: compiling() says False once a step runs with no eager
+    call, so a job that runs "until compiled" ends, on the eval region."""
+    with served(tmp_path) as srv:
+        out = finish(start(tmp_path, cxx_wrapper, "eval", srv.url, "--model", "gpt2", "--layers", "2",
+                           "--hidden", "32", "--steps", "2", "--eval-from", "1", "--until-switched",
+                           "--max-steps", "50000"), tmp_path, "eval")
+    k = out["kcache"]
+    assert k["background_jobs"] >= 2  # the training region and the eval region
+    assert k["background_faults"] == 0 and k["background_refusals"] == 0
+    steps, compiled = len(out["losses"]), out["compiled_steps"]
+    assert compiled and compiled[-1] == steps - 1 and 0 not in compiled  # eager first, compiled last
+    # It stopped within a step or two of its last eager call, not at --max-steps.
+    trailing = 0  # the steps at the end that ran every block compiled
+    while trailing < len(compiled) and compiled[-1 - trailing] == steps - 1 - trailing:
+        trailing += 1
+    assert trailing <= 3 and steps < 50000, (trailing, steps)
+    assert_close_to_eager(out)

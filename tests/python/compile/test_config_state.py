@@ -21,10 +21,11 @@ import torch._inductor.config
 from kcache._torch_adaptor import config_key, config_state
 
 CONFIGS = (torch._inductor.config, torch._functorch.config, torch._dynamo.config)
+_SHORT = {torch._inductor.config: "inductor", torch._functorch.config: "functorch", torch._dynamo.config: "dynamo"}
 
 
 def _fresh() -> str:
-    return config_key._fingerprint(CONFIGS)
+    return config_key._fingerprint()
 
 
 def test_the_pinned_torchs_configs_have_the_layout_the_memo_reads():
@@ -42,7 +43,8 @@ def _entries(kind: type) -> list[tuple]:
     for cfg in CONFIGS:
         portable = config_key.releases.portable_config(cfg)
         for name, value in portable.items():
-            if type(value) is kind and name not in config_key._NEUTRAL_CONFIG and "." not in name:
+            neutral = config_key.config_table.NEUTRAL.get(_SHORT[cfg], {})
+            if type(value) is kind and name not in neutral and "." not in name:
                 out.append((cfg, name))
     return out
 

@@ -269,3 +269,37 @@ def test_false_hits_the_long_run_found_after_the_first_call(tmp_path, seed, runs
     for w in warm:
         assert not w["false_hit"] and w["outcome"] != "hit", w
         assert w["delta"]["precompiled_rechecks"] >= 1 and w["delta"]["precompiled_trace_checks"] >= 1, w
+
+
+@pytest.mark.slow
+def test_compiler_settings_never_give_a_false_hit(tmp_path):
+    """Config mode (issue 67; tests/falsehit/configs.py), bounded: two
+    generated blocks whose cold runs set an Inductor custom pass and a
+    keyed config flip, one compiled by the worker (seed 102, even), one on
+    the training thread (103). Warm runs repeat the cold settings (must
+    hit), toggle the pass, add a neutral flip (must hit) or a keyed one;
+    each compared with stock torch.compile under the same settings. The
+    long run: bench/falsehit (`run.sh 6 12 0 configs`)."""
+    result = fuzz(tmp_path, "--configs", "--seed", "102", "--cases", "2", "--warm", "4",
+                  "--cold-start", "alternate")
+    s = result["summary"]
+    assert s["false_hits"] == 0 and s["unkeyed_hits"] == 0 and s["errors"] == 0, s
+    assert s["background_cold"]["switched"] == 1, s  # the pass reached the worker: no refusal
+    for c in result["cases"]:
+        assert any("ScaleFirstOutput" in m for m in c["cold_mutations"]), c["cold_mutations"]
+        same, toggled, neutral = c["warm"][0], c["warm"][1], c["warm"][2]
+        assert same["outcome"] == "hit" and same["delta"]["hits_node"] >= 1, same  # the positive control
+        assert toggled["outcome"] == "missed", toggled  # another pass (or none): another key
+        assert neutral["outcome"] == "hit", neutral  # a neutral flip keeps the key
+
+
+@pytest.mark.slow
+def test_the_config_fuzzer_finds_the_false_hit_of_an_unkeyed_pass(tmp_path):
+    """The positive control: with the custom pass left out of the key (as
+    before 2026-12-07), the run that adds the pass loads the region the cold
+    run compiled without it, and the fuzzer sees its output differ."""
+    result = fuzz(tmp_path, "--configs", "--seed", "104", "--cases", "1", "--warm", "2", "--runs", "1",
+                  "--unkeyed", "inductor.post_grad_custom_post_pass")
+    (w,) = result["cases"][0]["warm"]
+    assert any("ScaleFirstOutput" in m for m in w["added"]), w["added"]
+    assert w["outcome"] == "hit" and w["false_hit"] and w["unkeyed_hit"], w
