@@ -38,6 +38,7 @@ NOT_OURS = {
     "transformer.h", "compiled.transformer.h", "model.transformer.h",
     "misses.jsonl", "docker/secrets/",
     "guards.py", "pgo.py", "cpp_builder.py", "eval_frame.py", "autograd_cache.py",
+    "inductor.cpp",  # a config entry's prefix (inductor.cpp.cxx) (docs/keys.md, "Compiler configuration")
     "codecache.py", "compile_fx.py",
 }
 EXT = r"(?:py|md|cpp|hpp|h|json|jsonl|log|sh|txt|xml|png|toml|lua|cmake)"

@@ -104,6 +104,16 @@ class PrecompiledRegion:
                 return adaptor.aot_run(fn, block, *args, **kwargs)
             reason = adaptor.aot_guard_failure(fn, block, *args, **kwargs)
             counters.bump(precompiled_guard_failures=1)
+            # A change after the first call that PyTorch's guards see and no
+            # watch did (requires_grad flipped on some parameters): the block
+            # is keyed again, once, and a variant that fits it is used.
+            again = self._first_call(block, slots, spec, args, kwargs)
+            if again is _EAGER:  # that variant is in the compile worker's hands
+                counters.bump(precompiled_rekeys=1)
+                return self._eager(block, args, kwargs)
+            if again is not None and again is not fn and adaptor.aot_guard_check(again, block, *args, **kwargs):
+                counters.bump(precompiled_rekeys=1)
+                return adaptor.aot_run(again, block, *args, **kwargs)
             self.say_once(f"guard:{reason}", "kcache: region %s: a precompiled guard failed for a "
                           "block (%s); that block takes the traced path", self.name, reason)
             ready[spec] = None

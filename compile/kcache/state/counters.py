@@ -29,11 +29,13 @@ class Stats:
     machine_facts_refused: int = 0
     # Precompiled regions (kcache.precompiled): blocks installed on the
     # precompiled path, Dynamo traces of a region's block (cold only),
-    # regions or variants that took the traced path, guards that failed.
+    # regions or variants that took the traced path, guards that failed,
+    # and of those the blocks keyed again onto a variant that fits them.
     precompiled_blocks: int = 0
     precompiled_traces: int = 0
     precompiled_fallbacks: int = 0
     precompiled_guard_failures: int = 0
+    precompiled_rekeys: int = 0
     # Blocks whose live objects differ from what their variant was compiled
     # with (a portable guard check failed: kcache.guards.portable_checks).
     precompiled_check_failures: int = 0

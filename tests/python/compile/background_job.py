@@ -9,6 +9,7 @@ and PyTorch's own Dynamo traces in this process.
     python background_job.py --main-blocks ...   # blocks of a class defined here (__main__)
     python background_job.py --submodule-hooks ...  # blocks on the traced path
     python background_job.py --eval-from 1 --until-switched ...  # train, then eval
+    python background_job.py --freeze-when-compiled --until-switched ...  # a block frozen once compiled
     python background_job.py --pass-factor 1.5 --matmul-precision high --stock-twin ...
         # a job's compiler settings; its twin compiled by stock torch.compile under them
 
@@ -109,14 +110,17 @@ def main() -> None:
     p.add_argument("--submodule-hooks", action="store_true",
                    help="a graph-breaking forward pre-hook on a submodule of each block (as "
                         "DeepSpeed ZeRO 3's): the blocks take the traced path")
+    p.add_argument("--freeze-when-compiled", action="store_true",
+                   help="after the first step that ran every block compiled, the first block's parameters "
+                        "stop requiring grad (both copies); the job runs on at least until then")
     p.add_argument("--eval-from", type=int,
                    help="from this step on, the model in eval mode under no_grad (no optimizer step)")
     p.add_argument("--pass-factor", type=float,
                    help="sets Inductor's post_grad_custom_post_pass to models.passes.ScaleFirstOutput(F)")
     p.add_argument("--matmul-precision", help="torch.set_float32_matmul_precision(P) before compiling")
     p.add_argument("--stock-twin", action="store_true",
-                   help="the twin's blocks are compiled by stock torch.compile (under the same settings) "
-                        "instead of running eagerly")
+                   help="the twin is compiled by Accelerate's compile_regions with stock torch.compile "
+                        "(under the same settings) instead of running eagerly")
     args = p.parse_args()
 
     if args.pass_factor is not None:
@@ -145,10 +149,10 @@ def main() -> None:
         hook_submodules(model)
     if args.unpicklable_embedding:
         unpicklable_embedding(model)
-    if args.stock_twin:
-        for blocks in (m for m in eager.modules() if isinstance(m, torch.nn.ModuleList)):
-            for block in blocks:
-                block.compile()
+    if args.stock_twin:  # Accelerate's own regional compilation, stock torch.compile
+        from accelerate.utils import compile_regions
+
+        eager = compile_regions(eager)
     if args.in_place:
         kcache.compile_regions_in_place(model)
     else:
@@ -159,16 +163,23 @@ def main() -> None:
     def settled() -> bool:
         return not background.compiling()
 
-    losses, eager_losses, compiled_steps = [], [], []
+    losses, eager_losses, compiled_steps, eager_steps = [], [], [], []
     step = 0
     t0 = time.perf_counter()
-    while step < args.steps or (args.until_switched and not settled() and step < args.max_steps):
+    frozen = False
+    while step < args.max_steps and (step < args.steps or (args.until_switched and not settled())
+                                     or (args.freeze_when_compiled and not frozen)):
         while step > 0 and args.pause_file and os.path.exists(args.pause_file):
             time.sleep(0.05)
         bg = background.current()
         print(f"background_job: step {step} at {time.perf_counter() - t0:.2f} s, worker pid "
               f"{bg.worker.proc.pid if bg and bg.worker else None}", file=sys.stderr, flush=True)
         before = kcache.stats()["eager_block_calls"]
+        if args.freeze_when_compiled and not frozen and compiled_steps:
+            for m in (model, eager):
+                blocks = next(b for b in m.modules() if isinstance(b, torch.nn.ModuleList))
+                blocks[0].requires_grad_(False)
+            frozen = True
         evaluating = args.eval_from is not None and step >= args.eval_from
         for m, opt, out in ((model, opts[0], losses), (eager, opts[1], eager_losses)):
             if evaluating:  # eval mode, no grad: another region than training's
@@ -183,6 +194,8 @@ def main() -> None:
             out.append(loss.item())
         if kcache.stats()["eager_block_calls"] == before:
             compiled_steps.append(step)
+        if kcache.stats()["regions_switched"] == 0:
+            eager_steps.append(step)  # no region had switched by its end: every block eager
         step += 1
     c = adaptor.counters()
     bg = background.current()
@@ -190,6 +203,7 @@ def main() -> None:
         "losses": losses,
         "eager_losses": eager_losses,
         "compiled_steps": compiled_steps,
+        "eager_steps": eager_steps,
         "seconds": time.perf_counter() - t0,
         "kcache": kcache.stats(),
         "timeline": bg.timeline() if bg else None,

@@ -528,3 +528,28 @@ def test_a_job_that_turns_to_eval_while_eager_ends_compiled_and_stops_compiling(
         trailing += 1
     assert trailing <= 3 and steps < 50000, (trailing, steps)
     assert_close_to_eager(out)
+
+
+@pytest.mark.slow
+def test_a_block_frozen_after_its_first_call_ends_on_its_frozen_variant(tmp_path, cxx_wrapper):
+    """requires_grad turned off on one block after the blocks switched: no
+    watch sees it, PyTorch's guard does; the block is keyed again onto the
+    frozen variant (sent to the worker, eager meanwhile) and ends compiled,
+    not on the traced path for good."""
+    with served(tmp_path) as srv:
+        out = finish(start(tmp_path, cxx_wrapper, "freeze", srv.url, "--model", "gpt2", "--layers", "2",
+                           "--hidden", "32", "--steps", "2", "--until-switched", "--freeze-when-compiled",
+                           "--max-steps", "50000"), tmp_path, "freeze")
+        restart = finish(start(tmp_path, cxx_wrapper, "again", srv.url, "--model", "gpt2", "--layers", "2",
+                               "--hidden", "32", "--steps", "4", "--freeze-when-compiled"), tmp_path, "again")
+    k = out["kcache"]
+    steps, compiled = len(out["losses"]), out["compiled_steps"]
+    assert k["precompiled_guard_failures"] >= 1 and k["precompiled_rekeys"] >= 1, k
+    assert k["background_jobs"] >= 2 and k["background_refusals"] == 0 and k["background_faults"] == 0
+    assert compiled and compiled[-1] == steps - 1 and steps < 50000
+    assert out["dynamo_traced"] == []  # never the traced path in this process
+    assert_close_to_eager(out)
+    r = restart["kcache"]  # both variants stored: the restart switches at the freeze without compiling
+    assert restart["compiled_steps"] == [0, 1, 2, 3] and r["misses"] == 0 and r["background_jobs"] == 0
+    assert r["precompiled_rekeys"] >= 1 and restart["dynamo_traced"] == []
+    assert_close_to_eager(restart)

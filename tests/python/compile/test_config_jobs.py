@@ -70,10 +70,11 @@ def test_a_custom_pass_and_matmul_precision_reach_the_compile_worker(tmp_path, c
         assert k["background_refusals"] == 0 and k["background_faults"] == 0
         assert k["background_compile_seconds"] > 0 and cold["builds"]  # the worker compiled
         assert entry_traces(cold) == []
-        first = cold["compiled_steps"][0]
-        for i in range(first):  # eager while the worker compiled
-            assert abs(cold["losses"][i] - cold["eager_losses"][i]) <= 1e-4
-        assert_pass_in_effect(cold, cold["compiled_steps"])
+        assert cold["eager_steps"] and cold["eager_steps"][0] == 0
+        for i in cold["eager_steps"]:  # every block eager while the worker compiled: eager's losses
+            assert abs(cold["losses"][i] - cold["eager_losses"][i]) <= 1e-4, i
+        # (Its compiled steps come thousands of steps in, where both copies' losses are near 0: the
+        # pass shows in the restart, which starts from the same weights on the worker's region.)
 
         restart = finish(start(tmp_path, cxx_wrapper, "restart", srv.url, *settings, "--steps", "3",
                                "--stock-twin"), tmp_path, "restart")
