@@ -177,7 +177,10 @@ def config_snapshot() -> dict[str, dict[str, Any]]:
 
     mods = config_table.available()
     out: dict[str, dict[str, Any]] = {short: {} for short in mods}
-    entries = [(short, k, v) for short in config_table.LEGACY for k, v in _legacy_items(short, mods[short])]
+    # A factory entry (inductor_choices_class) is its uuid() in the portable
+    # view: the worker gets the live value.
+    entries = [(short, k, getattr(mods[short], k) if k in getattr(mods[short], "_cache_config_factory_keys", ()) else v)
+               for short in config_table.LEGACY for k, v in _legacy_items(short, mods[short])]
     for short, name, value in entries + _set_beyond():
         try:
             pickle.dumps(value)

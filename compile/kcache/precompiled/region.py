@@ -152,6 +152,9 @@ class PrecompiledRegion:
                 # this machine's facts, asked first).
                 with self.background.store.waiting():
                     fn, checks, trace_guard = variants.function_for(self, block, spec, args, kwargs)
+        except adaptor.NotKeyable:  # a setting no key can hold: the traced path says so and bypasses
+            counters.bump(precompiled_fallbacks=1)
+            fn, checks, trace_guard = None, [], None
         except Exception as e:  # noqa: BLE001 - never a crash: the traced path instead
             counters.bump(precompiled_fallbacks=1)
             self.say_once(f"error:{type(e).__name__}", "kcache: region %s: precompiled path "

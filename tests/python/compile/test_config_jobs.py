@@ -17,6 +17,8 @@ changes what a compiled block computes) and the float32 matmul precision.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from test_cold_background import assert_close_to_eager, entry_traces, finish, served, start
@@ -86,3 +88,58 @@ def test_a_custom_pass_and_matmul_precision_reach_the_compile_worker(tmp_path, c
         assert_close_to_eager(restart)
         # ...which is not eager (same weights and data at step 0 as the cold job's eager step).
         assert abs(restart["losses"][0] - cold["eager_losses"][0]) > 1e-3
+
+
+_UNKEYABLE_JOB = r'''
+import json, sys, torch, kcache
+sys.path.insert(0, sys.argv[1])
+from models.passes import NoUuid
+if sys.argv[2] == "pass":
+    torch._inductor.config.post_grad_custom_post_pass = NoUuid()
+torch.manual_seed(0)
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.lin(x)) + x
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block() for _ in range(2))
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+m = Stack()
+x = torch.randn(3, 8)
+with torch.no_grad():
+    eager = m(x)
+    out = kcache.compile_regions(m)(x)
+print(json.dumps({"max_diff": (out - eager).abs().max().item(), "kcache": kcache.stats()}))
+'''
+
+
+def test_a_pass_without_uuid_is_neither_stored_nor_fetched(tmp_path):
+    """As PyTorch's FX-graph cache bypasses itself for such a pass: the
+    regions compile as stock PyTorch would, counted in `bypassed`, and
+    nothing reaches the node tier; the same job without the pass (the
+    positive control) stores its region."""
+    from harness.jobs import run_job
+    from kc_testing import PYTHON, REPO, python_env
+    from tiny_job import stored_bundles
+
+    results = {}
+    for name in ("pass", "plain"):
+        env = python_env(KCACHE_LOCAL_DIR=str(tmp_path / name / "node"), KCACHE_COLD_START="wait",
+                         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name / "inductor"))
+        out = run_job([PYTHON, "-c", _UNKEYABLE_JOB, str(REPO / "tests"), name], timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        results[name]["stored"] = len(stored_bundles(tmp_path / name))
+        results[name]["stderr"] = out.stderr
+    bypassed, plain = results["pass"], results["plain"]
+    assert bypassed["kcache"]["bypassed"] >= 1 and bypassed["stored"] == 0, bypassed["kcache"]
+    assert bypassed["stderr"].count("a pass without uuid()") == 1  # said once
+    assert bypassed["max_diff"] <= 1e-5
+    assert plain["kcache"]["bypassed"] == 0 and plain["stored"] >= 1
