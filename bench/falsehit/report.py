@@ -94,7 +94,7 @@ def config_section(runs: list[dict], control: list[dict]) -> list[str]:
              "worker, the others on the training thread); each run compared with stock torch.compile "
              "under the same settings (tests/falsehit/configs.py). Spurious misses (a run that differs "
              f"from a stored one by neutral settings only, and missed): {spurious}.", "",
-             "Settings the warm runs added beyond the cold run's, by class (docs/keys.md, "
+             "Settings of the warm runs that do not repeat the cold run's exactly, by class (docs/keys.md, "
              "\"Compiler configuration\"):", ""]
     lines += table(added, max(sum(added.values()), 1))
     lines += ["", f"Positive control (the custom pass left out of the key, `--unkeyed "

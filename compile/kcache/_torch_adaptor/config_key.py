@@ -5,6 +5,7 @@ traced. Which entries count is config_table.py's; the process-global flags
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
@@ -71,9 +72,18 @@ def _set_beyond() -> list[tuple[str, str, Any]]:
     return out
 
 
+# The lists that decide what PyTorch's portable view holds: read with their
+# defaults, so that a job that edits them hides no entry from the key.
+_VIEW_LISTS = ("_cache_config_ignore_prefix", "_cache_config_factory_keys")
+
+
 def _legacy_items(short: str, cfg) -> list[tuple[str, Any]]:
     left_out = config_table.PORTABLE_NEUTRAL.get(short, ())
-    return [(k, v) for k, v in releases.portable_config(cfg).items() if k not in left_out]
+    edited = {name: copy.deepcopy(cfg._config[name].default) for name in _VIEW_LISTS
+              if name in cfg._config and not _is_default(cfg, name, getattr(cfg, name))}
+    with cfg.patch(edited) if edited else contextlib.nullcontext():
+        portable = releases.portable_config(cfg)
+    return [(k, v) for k, v in portable.items() if k not in left_out]
 
 
 def _fingerprint() -> str:

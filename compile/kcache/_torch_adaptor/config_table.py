@@ -40,7 +40,8 @@ LEGACY = ("inductor", "functorch", "dynamo")
 _CACHES = "which of PyTorch's caches are used, not what they hold"
 _RECOMPILES = "how often Dynamo recompiles, not what one compile produces (kcache raises the limit)"
 _PATH = "an absolute path, different between checkouts and ranks"
-_BOOKKEEPING = "the config module's own lists of which entries its serializers skip"
+_BOOKKEEPING = ("the config module's own lists of which entries its serializers skip "
+                "(kcache reads PyTorch's portable view with their defaults: an edit hides nothing)")
 _LOAD_TIME = "applied when a compiled graph is loaded, under the loading process's own setting"
 _WORKERS = "how many processes compile and how they start, not what they produce"
 

@@ -226,3 +226,16 @@ def test_a_worker_drops_what_its_previous_job_set():
         assert adaptor.config_restore(base) == [] and cfg._micro_pipeline_tp is False
     finally:
         cfg._micro_pipeline_tp = False
+
+
+def test_an_edited_ignore_list_hides_no_entry_from_the_key():
+    """PyTorch's portable view leaves out what `_cache_config_ignore_prefix`
+    names: a job that adds a code-shaping entry to it must not take that
+    entry out of kcache's key (the flip generator found the list moving keys
+    on torch 2.14, where an added prefix matched the `xpu.` entries)."""
+    before = adaptor.config_fingerprint()
+    cfg = torch._inductor.config
+    with cfg.patch(_cache_config_ignore_prefix=[*cfg._cache_config_ignore_prefix, "max_autotune", "x"]):
+        assert adaptor.config_fingerprint() == before
+        with cfg.patch(max_autotune=not cfg.max_autotune):
+            assert adaptor.config_fingerprint() != before
