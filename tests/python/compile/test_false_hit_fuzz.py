@@ -72,6 +72,12 @@ def test_every_kind_of_run_time_change_misses_or_falls_back(tmp_path):
             assert w["delta"]["dynamo_frames"] == 0 and w["delta"]["hits_node"] >= 1, (name, w)
         elif own_hook(name):
             assert w["outcome"] in ("hit", "missed") and not w["delta"]["precompiled_fallbacks"], (name, w)
+        elif ".forward = types.MethodType" in name:
+            # An instance forward of its own: that block is keyed apart
+            # (docs/keys.md "Precompiled regions") and PyTorch cannot package
+            # a bound method it must look up by name, so it takes the
+            # traced path, the reason said; the other blocks hit.
+            assert w["outcome"] != "hit" and w["delta"]["precompiled_fallbacks"] >= 1, (name, w)
         else:
             assert w["outcome"] != "hit", (name, w)
             if w["outcome"] != "missed" and "hook" not in name:
