@@ -196,6 +196,8 @@ def _run(case_dir: pathlib.Path, name: str, mutations: list[str], inductor: str,
     os.environ["KCACHE_LOCAL_DIR"] = str(case_dir / node)
     os.environ["KCACHE_COLD_START"] = "background" if background else "wait"
     os.environ["KCACHE_PRECOMPILED"] = "0" if traced else "1"
+    # A generated flip of inductor's trace.* writes debug output there, not in the checkout.
+    torch._dynamo.config.debug_dir_root = str(case_dir / "debug")
     torch.set_num_threads(1)
     if not traced and not stock:  # (under a custom pass, eager is not what the traced path computes)
         kcache.precompiled.PrecompiledRegion._traced = lambda self, block, slots: block
