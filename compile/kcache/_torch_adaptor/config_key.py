@@ -61,14 +61,9 @@ def _set_beyond() -> list[tuple[str, str, Any]]:
     mods = config_table.available()
     out = []
     for short, name in _beyond():
-        cfg = mods[short]
-        value = getattr(cfg, name)
-        try:
-            if value == cfg._config[name].default:
-                continue
-        except Exception:  # noqa: BLE001 - a value that does not compare: keyed
-            pass
-        out.append((short, name, value))
+        value = getattr(mods[short], name)
+        if not _is_default(mods[short], name, value):  # one that does not compare counts as set
+            out.append((short, name, value))
     return out
 
 
