@@ -57,7 +57,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "`background`: a block whose region is not stored yet runs eagerly while a compile worker "
             "process builds it, and switches when it lands; `wait`: the block compiles (or waits on "
             "the rank compiling it) in its first call; unset: `background` when a server URL is "
-            "set, else `wait` (docs/cold-start.md)"),
+            "set and the worker has cores the training leaves free (blocks on a GPU, spare CPU cores or "
+            "KCACHE_WORKER_CPUS), else `wait` (docs/cold-start.md)"),
+    Setting("KCACHE_WORKER_CPUS", "text", "",
+            "CPUs for the compile worker (a list such as `1` or `2-15,17`): it is pinned to them, and "
+            "a CPU job whose worker has cores of its own keeps the background mode (docs/cold-start.md)"),
+    Setting("KCACHE_WORKER_PRIORITY", "text", "normal",
+            "`normal`, or `idle`: the compile worker runs only on cores the training leaves idle "
+            "(SCHED_IDLE)"),
     Setting("KCACHE_WORKER_MAX_RSS_MB", "int", 16384,
             "the compile worker's memory bound: a worker above it is stopped and the region it was "
             "compiling stays eager until another process stores it (docs/cold-start.md)"),

@@ -11,6 +11,9 @@ Read in this order:
   block's classes as the rank has them) and global_state.py (the module
   globals its code reads, as the rank has them);
 - wire.py: the framed messages between the rank and its worker;
+- placement.py: whether a compile runs in a worker or in the first call
+  (the blocks' device, the cores the training leaves free), and the
+  worker's cores and priority;
 - worker_process.py: the worker seen from the rank (spawn, send, poll,
   memory bound, deadline, death);
 - coordinator.py: the rank's view of every region in hand (pending,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from kcache import settings
 from kcache.state import counters, store
 
+from . import placement as placing
 from .nowait import NoWaitStore, NotReady
 from .report import ServerReport
 from .skeleton import NotReproducible, context, describe
@@ -111,6 +112,7 @@ class Job:
     by: str = ""
     reason: str = ""
     looked: float = field(default_factory=time.monotonic)
+    worker_rss_mb: float | None = None  # the worker's peak RSS when it reported this region
 
 
 class Background:
@@ -130,6 +132,22 @@ class Background:
         self._said: set[str] = set()
         self.report = ServerReport(client) if client.config.get("url") else None
         self.eager_asked = -1  # eager_block_calls when compiling() was last asked
+        self.placements: dict[str, placing.Placement] = {}  # device type -> where its compiles run
+        self.worker_placement: placing.Placement | None = None
+
+    def takes(self, device_type: str) -> bool:
+        """Whether blocks on `device_type` go to the worker (placement.py
+        decides once per device type, said once); False: they compile in
+        their first call, as in wait mode."""
+        found = self.placements.get(device_type)
+        if found is None:
+            found = self.placements[device_type] = _placement(device_type)
+            (log.warning if found.mode == "wait" else log.info)(
+                "kcache: cold start for blocks on %s: %s (%s)", device_type,
+                "compile worker" if found.mode == "background" else "wait", found.reason)
+            if found.mode == "background" and self.worker_placement is None:
+                self.worker_placement = found
+        return found.mode == "background"
 
     # ---- what the region asks ----
     def settled(self, key: str) -> bool:
@@ -140,6 +158,8 @@ class Background:
         """Puts a missing region in the worker's hands (`region`: its
         PrecompiledRegion); False when the block must compile on this thread
         instead (said once, counted)."""
+        if not self.takes(device_of(block, args, kwargs)):
+            return False
         if e.key in self.jobs:
             return not self.settled(e.key)  # in hand already (another block of the region)
         try:
@@ -197,7 +217,8 @@ class Background:
                 return False
             try:
                 self.worker = CompileWorker(settings.kcache_variables(store.environment() or {}),
-                                            f"{socket.gethostname()} pid {os.getpid()} compile worker")
+                                            f"{socket.gethostname()} pid {os.getpid()} compile worker",
+                                            self.worker_placement)
             except OSError as e:
                 self._say("spawn", "kcache: the compile worker did not start (%s)", e)
                 return False
@@ -253,6 +274,7 @@ class Background:
         job.landed = time.monotonic() - self.t0
         job.compile_seconds = float(m.get("compile_seconds", 0.0))
         job.by = m.get("by", "this rank's worker")
+        job.worker_rss_mb = m.get("peak_rss_mb")
         counters.bump(background_compile_seconds=job.compile_seconds)
         kernels = m.get("kernels") or {}
         counters.bump(background_kernels_built=int(kernels.get("built", 0)),
@@ -310,8 +332,42 @@ class Background:
                         "switched_s": None if job.switched is None else round(job.switched, 3),
                         "eager_calls": job.eager_calls,
                         "compile_seconds": round(job.compile_seconds, 3), "by": job.by,
+                        "worker_peak_rss_mb": job.worker_rss_mb,
                         "note": job.reason})
         return out
+
+
+def device_of(block, args: tuple, kwargs: dict) -> str:
+    """The device type a block's call runs on: its first tensor argument's,
+    else its first parameter's, else cpu."""
+    import torch
+
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.device.type
+    for p in block.parameters():
+        return p.device.type
+    return "cpu"
+
+
+def _placement(device_type: str) -> placing.Placement:
+    """placement.decide with this process's settings and host (a malformed
+    worker setting is said once and left at its default)."""
+    try:
+        asked = str(settings.get("KCACHE_COLD_START")).lower()
+    except settings.SettingError:
+        asked = ""
+    try:
+        cpus = placing.parse_cpus(str(settings.get("KCACHE_WORKER_CPUS")))
+    except placing.PlacementError as e:
+        _warn_once("kcache: %s; the worker runs where the training may", e)
+        cpus = None
+    try:
+        priority = placing.parse_priority(str(settings.get("KCACHE_WORKER_PRIORITY")))
+    except placing.PlacementError as e:
+        _warn_once("kcache: %s; normal", e)
+        priority = "normal"
+    return placing.decide(device_type, asked, placing.Host.here(), cpus, priority)
 
 
 _instance: Background | None = None

@@ -12,6 +12,7 @@ discarded (stderr is the rank's: its log lines reach the job's log).
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import queue
 import subprocess
@@ -19,8 +20,10 @@ import sys
 import threading
 import time
 
+from . import placement as placing
 from . import wire
 
+log = logging.getLogger("kcache")
 
 def _rss_mb(pid: int) -> float:
     try:
@@ -34,7 +37,7 @@ def _rss_mb(pid: int) -> float:
 
 
 class CompileWorker:
-    def __init__(self, environ: dict[str, str], name: str) -> None:
+    def __init__(self, environ: dict[str, str], name: str, placement: "placing.Placement | None" = None) -> None:
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         env.update(environ)
@@ -46,6 +49,13 @@ class CompileWorker:
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,), env=env)
         finally:
             os.close(write_fd)
+        if placement is not None:
+            try:  # the child has one thread yet: every later one inherits this
+                placing.apply(self.proc.pid, placement)
+            except OSError as e:
+                log.warning("kcache: the compile worker could not be placed (%s: cpus %s, priority %s); "
+                            "it runs where the training may", e, sorted(placement.worker_cpus or ()),
+                            placement.priority)
         self.reader = wire.Reader(read_fd)
         self.started = time.monotonic()
         self.compiling: dict[str, float] = {}  # key -> when the child took its lease

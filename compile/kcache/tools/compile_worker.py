@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import resource
 import sys
 import threading
 
@@ -147,6 +148,7 @@ class Worker:
         seconds = self.client.stats()["compile_seconds_spent"] - spent - built_s
         self.report({"kind": "done", "key": key, "compile_seconds": seconds,
                      "by": "this rank's worker" if seconds > 0 else "another process",
+                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                      "kernels": {k: now[k] - kernels[k] for k in ("built", "fetched", "refused")} if now else {}})
 
     def run(self) -> None:

@@ -76,7 +76,7 @@ def hand_over(backend, bg, gm, example_inputs: list, key: str, base_key: str, ex
     the graph stays on this thread)."""
     job = bg.jobs.get(key)
     if job is None:
-        if backend.store.lookup(key) is not None:
+        if not bg.takes(device) or backend.store.lookup(key) is not None:
             return None
         try:
             blob = carry(backend, gm, example_inputs, base_key)

@@ -74,11 +74,13 @@ def test_background_mode_trains_from_its_first_step(tmp_path, cxx_wrapper, scrip
     then a restart wave of three steps."""
     server = ServerProcess(tmp_path)
     args = ("--layers", "1")
+    # Background pinned: two ranks of one thread take this machine's two
+    # cores, where the default waits (kcache/background/placement.py).
     try:
         cold, cold_server, cold_builds, cold_libraries = wave(tmp_path, script, server, cxx_wrapper, "cold",
-                                              *args, "--until-compiled", cold_start="")
+                                              *args, "--until-compiled", cold_start="background")
         restart, restart_server, restart_builds, _ = wave(tmp_path, script, server, cxx_wrapper,
-                                                       "restart", *args, cold_start="")
+                                                       "restart", *args, cold_start="background")
     finally:
         server.stop()
 

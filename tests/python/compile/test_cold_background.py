@@ -63,10 +63,13 @@ def start(tmp_path, cxx, name, url, *extra, cold_start: str = "", **env):
     wrapper, _ = cxx
     tmp = tmp_path / f"tmp-{name}"
     tmp.mkdir(exist_ok=True)
-    e = python_env(KCACHE_URL=url, KCACHE_COLD_START=cold_start, KCACHE_LOCAL_DIR=str(tmp_path / f"node-{name}"),
-                   TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor-{name}"), CXX=str(wrapper),
-                   KCACHE_TEST_CXX_LOG=str(tmp_path / f"cxx-{name}.log"), OMP_NUM_THREADS="1",
-                   TMPDIR=str(tmp), **env)
+    # One intra-op thread: a core of this machine is left for the worker
+    # (kcache/background/placement.py), as a GPU job leaves the host's.
+    e = python_env(**{"KCACHE_URL": url, "KCACHE_COLD_START": cold_start,
+                      "KCACHE_LOCAL_DIR": str(tmp_path / f"node-{name}"),
+                      "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{name}"), "CXX": str(wrapper),
+                      "KCACHE_TEST_CXX_LOG": str(tmp_path / f"cxx-{name}.log"), "OMP_NUM_THREADS": "1",
+                      "TMPDIR": str(tmp), **env})
     return start_job([PYTHON, JOB, *extra], env=e)
 
 
@@ -140,6 +143,7 @@ def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_
         assert entry_traces(cold) == []  # ...and this process traced nothing
         assert k["precompiled_blocks"] >= 2 and k["hits_node"] + k["hits_server"] >= 1
         assert all(j["state"] == "switched" and j["by"] == "this rank's worker" for j in cold["timeline"])
+        assert all(j["worker_peak_rss_mb"] > 100 for j in cold["timeline"])  # the worker's own report
         m = srv.metrics()
         assert m["kcache_leases_granted_total"] >= 1 and m["kcache_uploads_total"] >= 2
         # The server's metrics say what the rank saw (its reports, POST /v1/cold-start).
@@ -157,6 +161,28 @@ def test_cold_job_runs_eagerly_switches_and_restarts_without_an_eager_phase(tmp_
         assert warm["compiled_steps"] == [0, 1, 2]
         assert w["hits_server"] >= 1 and warm["builds"] == [] and entry_traces(warm) == []
         assert_close_to_eager(warm)
+
+
+@pytest.mark.slow
+def test_a_cpu_job_whose_threads_take_every_core_waits_by_default(tmp_path, cxx_wrapper):
+    """The default with a server, on a CPU job whose intra-op threads use
+    every core it may run on: no worker would have a core of its own, and
+    wait is the mode that compiles with the most steps there
+    (bench/coldstart/REPORT_placement.md), so the block compiles in its
+    first call; said once, with the override."""
+    cores = len(os.sched_getaffinity(0))
+    with served(tmp_path) as srv:
+        out = finish(start(tmp_path, cxx_wrapper, "shared", srv.url, *SMALL, "--steps", "2",
+                           OMP_NUM_THREADS=str(cores)), tmp_path, "shared")
+        m = srv.metrics()
+    k = out["kcache"]
+    assert k["background_jobs"] == 0 and k["eager_block_calls"] == 0 and out["timeline"] == []
+    assert out["compiled_steps"] == [0, 1] and k["precompiled_blocks"] >= 2
+    assert entry_traces(out) and out["builds"]  # compiled in this process (the positive control)
+    said = [line for line in out["stderr"].splitlines() if "cold start for blocks on cpu: wait" in line]
+    assert len(said) == 1 and "KCACHE_COLD_START=background" in said[0] and f"all {cores} cores" in said[0], said
+    assert m["kcache_uploads_total"] >= 2 and m["kcache_eager_block_calls_total"] == 0
+    assert_close_to_eager(out)
 
 
 @pytest.mark.slow
