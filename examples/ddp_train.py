@@ -45,6 +45,9 @@ def parse() -> argparse.Namespace:
                    help="after --steps, keep stepping until every rank runs every block compiled "
                         "(kcache's cold start without waiting; the ranks agree each step)")
     p.add_argument("--max-steps", type=int, default=100000)
+    p.add_argument("--duration", type=float, default=0.0,
+                   help="after --steps, keep stepping until this many seconds from launch (BENCH_T0) "
+                        "have passed (the ranks agree each step): steps completed against time")
     p.add_argument("--inductor-dir", help="TORCHINDUCTOR_CACHE_DIR; {rank} is replaced")
     p.add_argument("--node-dir", help="KCACHE_LOCAL_DIR; {rank} is replaced")
     p.add_argument("--out", required=True, help="folder for rank-R.json")
@@ -55,6 +58,27 @@ def parse() -> argparse.Namespace:
     p.add_argument("--kv-cache", action="store_true",
                    help="keep transformers' KV cache on (its default; each block is then traced)")
     return p.parse_args()
+
+
+def step_peak_reset() -> None:
+    """Resets this process's peak RSS (Linux: clear_refs 5), so that the
+    next step_peak() is the peak within the step."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def step_peak() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def main() -> None:
@@ -103,6 +127,11 @@ def main() -> None:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return flag.item() > 0
 
+    def within_duration() -> bool:
+        flag = torch.tensor([1.0 if time.time() - t0 < args.duration else 0.0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return flag.item() > 0
+
     losses, marks, step_end_s, eager_steps, eager_check_diffs, eager_check_grad_diffs = [], {}, [], [], [], []
 
     def reference_params() -> dict:
@@ -115,7 +144,10 @@ def main() -> None:
         return {n: ref[plain] for n, plain in names.items()}
     ref = reference_params() if reference is not None else {}
     step = 0
-    while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()):
+    step_peak_rss_mb = []
+    while step < args.steps or (args.until_compiled and step < args.max_steps and any_rank_compiling()) \
+            or (args.duration and within_duration()):
+        step_peak_reset()
         eager_before = kcache.stats()["eager_block_calls"] if args.compiler == "kcache" else 0
         ids = torch.randint(0, 256, (args.batch, args.seq), generator=data)
         if reference is not None:
@@ -149,6 +181,7 @@ def main() -> None:
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
         step_end_s.append(round(time.time() - t0, 3))
+        step_peak_rss_mb.append(step_peak())
         if args.compiler == "kcache" and kcache.stats()["eager_block_calls"] > eager_before:
             eager_steps.append(step)
         step += 1
@@ -165,6 +198,8 @@ def main() -> None:
         "losses": losses,
         "step_end_s": step_end_s,
         "eager_steps": eager_steps,
+        # this process's peak RSS within each step (VmHWM, reset before it)
+        "step_peak_rss_mb": step_peak_rss_mb,
         "eager_check_diffs": eager_check_diffs,
         "eager_check_grad_diffs": eager_check_grad_diffs,
         "timeline": background.current().timeline() if background.current() else [],

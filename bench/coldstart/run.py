@@ -62,7 +62,13 @@ import services
 
 HERE = Path(__file__).resolve().parent
 SETUPS = ("none", "pytorch-remote", "node", "server-disk", "server-redis", "precompiled", "background",
-          "eager")
+          "eager", "background-idle", "default")
+# Setups on kcache's precompiled path with a server, and what KCACHE_COLD_START
+# (and the worker's priority) each pins; "default" leaves both unset.
+COLD_START = {"precompiled": {"KCACHE_COLD_START": "wait"},
+              "background": {"KCACHE_COLD_START": "background"},
+              "background-idle": {"KCACHE_COLD_START": "background", "KCACHE_WORKER_PRIORITY": "idle"},
+              "default": {}}
 JOBS = ("ddp", "fsdp2")
 
 
@@ -101,12 +107,17 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
     common = ["--model", args.model, "--layers", str(args.layers), "--hidden", str(args.hidden),
               "--steps", str(steps), "--out", str(out_dir),
               "--inductor-dir", str(work / f"inductor-{wave}" / "rank-{rank}")]
+    for name in ("batch", "seq"):  # gpu_node.py's (examples/ddp_train.py's defaults otherwise)
+        if getattr(args, name, None):
+            common += [f"--{name}", str(getattr(args, name))]
     if args.job == "ddp":
         cmd += [str(services.REPO / "examples" / "ddp_train.py"), *common, "--compiler", compiler]
         if not args.no_kv_cache:
             cmd.append("--kv-cache")
-        if setup == "background":
+        if setup in ("background", "background-idle", "default") and not getattr(args, "duration", 0):
             cmd.append("--until-compiled")
+        if getattr(args, "duration", 0):
+            cmd += ["--duration", str(args.duration)]
         if args.eager_check:
             cmd.append("--eager-check")
     else:  # Accelerate's FSDP2 path; kcache through kcache.accelerate.install()
@@ -119,8 +130,10 @@ def launch(work: Path, n: int, wave: str, setup: str, env: dict[str, str], args,
             cmd.append("--until-compiled")
     if setup == "node":
         cmd += ["--node-dir", str(work / "node-shared")]
-    elif setup.startswith("server") or setup in ("precompiled", "background"):
+    elif setup.startswith("server") or setup in COLD_START:
         cmd += ["--node-dir", str(work / f"node-{wave}" / "rank-{rank}")]
+    if getattr(args, "pin", None):  # torchrun and its ranks on the training's cores (gpu_node.py)
+        cmd = ["taskset", "-c", args.pin, *cmd]
     env = dict(env, COLDSTART_CXX_LOG=str(cxx_log), BENCH_T0=repr(time.time()))
     log = open(work / f"torchrun-{wave}.log", "wb")
     proc = services.track(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -164,7 +177,7 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
     env = dict(base_env)
     server = None
     try:
-        if setup in ("server-disk", "precompiled", "background"):
+        if setup in ("server-disk", *COLD_START):
             server, url = services.start_server(work, f"disk:{work / 'server-data'}")
         elif setup == "server-redis":
             _, port = services.start_redis(work)
@@ -173,17 +186,20 @@ def run_setup(root: Path, setup: str, n: int, args, base_env: dict[str, str]) ->
             _, port = services.start_redis(work)
             env.update(TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="1", TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE="1",
                        TORCHINDUCTOR_REDIS_HOST="127.0.0.1", TORCHINDUCTOR_REDIS_PORT=str(port))
-        env["KCACHE_PRECOMPILED"] = "1" if setup in ("precompiled", "background") else "0"
+        env["KCACHE_PRECOMPILED"] = "1" if setup in COLD_START else "0"
         # precompiled: the rank that leases a region compiles it in its first
-        # forward and the others wait (as first measured); background: the
-        # default since issue 51, blocks eager until a compile worker's region lands.
-        env["KCACHE_COLD_START"] = "background" if setup == "background" else "wait"
+        # forward and the others wait (as first measured); background: blocks
+        # eager until a compile worker's region lands; default: what kcache
+        # picks (background/placement.py).
+        env.update(COLD_START.get(setup, {"KCACHE_COLD_START": "wait"}))
         if server is not None:
             env["KCACHE_URL"] = url
         result = {"job": args.job, "setup": setup, "n": n}
         # Without kcache nothing survives a restart into new containers: the
         # restart wave is the cold wave again (run it with --none-restart).
         waves = ("cold", "restart") if setup not in ("none", "eager") or args.none_restart else ("cold",)
+        if setup in getattr(args, "cold_only", ()):
+            waves = ("cold",)
         # PyTorch's remote caches survive the restart (redis keeps them).
         for wave in waves:
             before = services.server_metrics(url) if server else {}
