@@ -41,6 +41,7 @@ class PlacementError(ValueError):
 # the training's cores, wait is the mode that compiles with the most steps by 300 s.
 SHARED_CORES_MODE = "wait"
 PRIORITIES = ("normal", "idle")
+MAX_CPUS = 8192  # Linux's largest CPU number (NR_CPUS): a bigger one is a typo, not a core
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def parse_cpus(text: str) -> frozenset[int] | None:
         for part in text.split(","):
             lo, dash, hi = part.strip().partition("-")
             first, last = int(lo), int(hi) if dash else int(lo)
-            if first < 0 or last < first:
+            if first < 0 or last < first or last >= MAX_CPUS:
                 raise ValueError(part)
             cpus.update(range(first, last + 1))
     except ValueError:

@@ -92,7 +92,7 @@ def test_generated_cpu_lists_parse_back_and_malformed_ones_are_refused():
         text = render(cpus, rng)
         assert placing.parse_cpus(text) == cpus, text
     assert placing.parse_cpus("") is None and placing.parse_cpus("  ") is None
-    for bad in ("x", "1-", "-1", "3-1", "1,,2", "1.5", "0x1", "1;2"):
+    for bad in ("x", "1-", "-1", "3-1", "1,,2", "1.5", "0x1", "1;2", "0-99999999999"):
         with pytest.raises(placing.PlacementError, match="KCACHE_WORKER_CPUS"):
             placing.parse_cpus(bad)
     assert placing.parse_priority("") == "normal" and placing.parse_priority(" IDLE ") == "idle"
