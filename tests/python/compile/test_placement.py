@@ -126,3 +126,23 @@ def test_a_worker_is_pinned_and_deprioritized_for_real():
     placing.apply(proc.pid, placing.Placement("background", "test", frozenset({cpu}), "idle"))
     out, _ = proc.communicate("go\n", timeout=60)
     assert out.strip() == f"([{cpu}], {os.SCHED_IDLE}) [{cpu}] {os.SCHED_IDLE}", out
+
+
+def test_malformed_worker_settings_are_said_once_and_left_at_their_defaults(monkeypatch, caplog):
+    """A typo in KCACHE_WORKER_CPUS or KCACHE_WORKER_PRIORITY never stops a
+    job: the rank says it once and the worker runs unpinned at normal
+    priority (the decision is made as without the setting)."""
+    from kcache.background import coordinator
+
+    monkeypatch.setenv("KCACHE_COLD_START", "background")
+    monkeypatch.setenv("KCACHE_WORKER_CPUS", "0-x")
+    monkeypatch.setenv("KCACHE_WORKER_PRIORITY", "lowest")
+    monkeypatch.setattr(coordinator, "_said_mode", set())
+    with caplog.at_level("WARNING", logger="kcache"):
+        first = coordinator._placement("cpu")
+        again = coordinator._placement("cpu")
+    assert first == again and first.mode == "background"
+    assert first.worker_cpus is None and first.priority == "normal"
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("KCACHE_WORKER_CPUS must be a CPU list" in m for m in said) == 1, said
+    assert sum("KCACHE_WORKER_PRIORITY must be normal or idle" in m for m in said) == 1, said
