@@ -60,18 +60,17 @@ def phases(res: dict) -> dict:
         return {"error": res["error"][:300]}
     ranks = res["ranks"]
     eager_job = ranks[0].get("compiler") == "eager"
-    for r in ranks:
-        r["eager_set"] = set(range(len(r["losses"]))) if eager_job else set(r["eager_steps"])
+    eager_sets = [set(range(len(r["losses"]))) if eager_job else set(r["eager_steps"]) for r in ranks]
     out = {"first_step_s": max(r["step_end_s"][0] for r in ranks),
            "compiled_from_s": None if eager_job else max(
                (r["step_end_s"][r["eager_steps"][-1]] if r["eager_steps"] else r["step_end_s"][0]) for r in ranks),
            "steps": len(ranks[0]["step_end_s"]), "eager_steps": max(len(r["eager_steps"]) for r in ranks)}
-    for name, pick in (("eager", lambda r, i: i in r["eager_set"]), ("compiled", lambda r, i: i not in r["eager_set"])):
+    for name, eager_phase in (("eager", True), ("compiled", False)):
         times, peaks = [], []
-        for r in ranks:
+        for r, eager_set in zip(ranks, eager_sets):
             ends = r["step_end_s"]
             for i in range(1, len(ends)):
-                if pick(r, i):
+                if (i in eager_set) == eager_phase:
                     times.append(ends[i] - ends[i - 1])
                     if r["step_peak_rss_mb"][i] is not None:
                         peaks.append(r["step_peak_rss_mb"][i])
